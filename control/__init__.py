@@ -1,0 +1,1 @@
+"""Control plane: configuration, artifacts, the Triton model repository, workers, CLI."""

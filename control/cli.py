@@ -1,0 +1,109 @@
+"""The ``shunter`` command: run the local stack and inspect it.
+
+``shunter up`` starts everything in the foreground until Ctrl-C / SIGTERM; ``shunter status``
+shows workers, models and readiness from the control API; ``shunter render`` and
+``shunter build-artifacts`` run the setup steps alone; ``shunter hash-key`` prints the at-rest
+form of an API key for ``tenants.yaml``.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from typing import Annotated
+
+import httpx
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from control.paths import StackPaths
+from control.stack import Listen, LocalStack, admin_token, prepare
+from control.tenants import hash_api_key
+
+app = typer.Typer(help="Shunter: GPU inference serving — local stack and operator commands.",
+                  no_args_is_help=True)
+console = Console()
+
+ConfigDir = Annotated[Path, typer.Option(help="folder with pools.yaml, models.yaml, tenants.yaml")]
+StateDir = Annotated[Path, typer.Option(help="folder for artifacts, logs and state")]
+
+
+def _paths(config_dir: Path, state_dir: Path) -> StackPaths:
+    return StackPaths(config_dir=config_dir.resolve(), state_dir=state_dir.resolve())
+
+
+@app.command("build-artifacts")
+def build_artifacts_command(config_dir: ConfigDir = StackPaths.config_dir,
+                            state_dir: StateDir = StackPaths.state_dir) -> None:
+    """Build missing model artifacts and render the Triton model repository."""
+    paths = _paths(config_dir, state_dir)
+    prepare(paths, log=console.print)
+    console.print(f"artifacts in {paths.artifacts}, repository in {paths.repository}")
+
+
+@app.command()
+def up(
+    config_dir: ConfigDir = StackPaths.config_dir,
+    state_dir: StateDir = StackPaths.state_dir,
+    host: Annotated[str, typer.Option(help="gateway address")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="gateway port")] = 8080,
+    control_port: Annotated[int, typer.Option(help="control API port")] = 8081,
+) -> None:
+    """Start Triton workers, the control service and the gateway; stop on Ctrl-C."""
+    paths = _paths(config_dir, state_dir)
+    listen = Listen(gateway_host=host, gateway_port=port, control_port=control_port)
+    stack = LocalStack(paths, listen)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with console.status("starting Triton workers, control and gateway…"):
+        stack.start(log=console.print)
+    console.print(f"[bold green]Shunter is up[/]: gateway http://{host}:{port}/v1 "
+                  f"(OpenAI) and http://{host}:{port}/v2 (KServe v2); "
+                  f"control http://127.0.0.1:{control_port}/admin/v1; logs in {paths.logs}")
+    console.print("Press Ctrl-C to stop.")
+    try:
+        while not stop.wait(1.0):
+            if stack.gateway is not None and stack.gateway.poll() is not None:
+                console.print("[red]the gateway exited; stopping[/]")
+                break
+    finally:
+        with console.status("stopping…"):
+            stack.stop()
+        console.print("stopped")
+
+
+@app.command()
+def status(
+    state_dir: StateDir = StackPaths.state_dir,
+    control_url: Annotated[str, typer.Option(help="control API base URL")] = "http://127.0.0.1:8081",
+) -> None:
+    """Show workers, their models and readiness."""
+    token = admin_token(_paths(StackPaths.config_dir, state_dir))
+    try:
+        response = httpx.get(f"{control_url}/admin/v1/workers",
+                             headers={"Authorization": f"Bearer {token}"}, timeout=5.0)
+        response.raise_for_status()
+    except httpx.HTTPError as exc:
+        console.print(f"[red]control API at {control_url} not reachable: {exc}[/] (is `shunter up` running?)")
+        raise typer.Exit(code=1) from exc
+    table = Table(title="Triton workers")
+    for column in ("worker", "pool", "gpu", "region", "grpc", "pid", "alive", "restarts", "models"):
+        table.add_column(column)
+    for row in response.json():
+        models = ", ".join(f"{m}:{'READY' if ok else 'not ready'}" for m, ok in row["models"].items())
+        table.add_row(row["name"], row["pool"], row["gpu_type"], row["region"], row["grpc"],
+                      str(row["pid"]), "yes" if row["alive"] else "NO", str(row["restarts"]), models)
+    console.print(table)
+
+
+@app.command("hash-key")
+def hash_key(api_key: str) -> None:
+    """Print the sha256 form of an API key, as stored in tenants.yaml."""
+    console.print(hash_api_key(api_key))
+
+
+if __name__ == "__main__":
+    app()

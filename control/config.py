@@ -1,0 +1,187 @@
+"""Typed, validated configuration of the serving stack, read once at the edge.
+
+Two YAML files describe a deployment:
+
+* ``pools.yaml`` — where models run: Triton launch settings and pools of workers, each pool
+  with a GPU type, a region, a worker count, the models it serves and the first port of its
+  workers (worker ``i`` listens on ``base_port + 3*i`` (HTTP), ``+1`` (gRPC), ``+2`` (metrics)).
+* ``models.yaml`` — what runs: each served model's workload kind, version and batching settings,
+  from which the Triton ``config.pbtxt`` is rendered.
+
+Everything downstream (renderer, supervisor, gateway) takes these objects, never the files.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class WorkloadKind(str, Enum):
+    """What a model does; selects its Triton template and python backend."""
+
+    LLM = "llm"
+    EMBEDDING = "embedding"
+    RERANK = "rerank"
+    VISION = "vision"
+    TABULAR = "tabular"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class QueuePolicy(_Strict):
+    """Triton's per-model queue policy: a shallow bound so the gateway holds the backlog."""
+
+    max_queue_size: Annotated[int, Field(ge=0)] = 64
+    default_timeout_us: Annotated[int, Field(ge=0)] = 0
+    reject_on_timeout: bool = True
+
+
+class Batching(_Strict):
+    """Per-model batching settings rendered into ``config.pbtxt``."""
+
+    max_batch_size: Annotated[int, Field(ge=0, le=4096)] = 0
+    preferred_batch_sizes: tuple[int, ...] = ()
+    max_queue_delay_us: Annotated[int, Field(ge=0, le=1_000_000)] = 0
+    priority_levels: Annotated[int, Field(ge=0, le=8)] = 3
+    default_priority_level: Annotated[int, Field(ge=0, le=8)] = 2
+    queue: QueuePolicy = QueuePolicy()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Batching:
+        for size in self.preferred_batch_sizes:
+            if not 0 < size <= self.max_batch_size:
+                raise ValueError(f"preferred batch size {size} not in 1..max_batch_size")
+        if self.priority_levels and not 0 < self.default_priority_level <= self.priority_levels:
+            raise ValueError("default_priority_level must be in 1..priority_levels")
+        return self
+
+
+class ModelSpec(_Strict):
+    """One served model: its kind, the version served, batching and engine parameters."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,62}$")]
+    kind: WorkloadKind
+    version: Annotated[int, Field(ge=1)] = 1
+    instances: Annotated[int, Field(ge=1, le=16)] = 1
+    batching: Batching = Batching()
+    context_tokens: Annotated[int, Field(ge=0)] = 0
+    default_max_tokens: Annotated[int, Field(ge=1)] = 256
+    token_cost_factor: Annotated[float, Field(gt=0)] = 1.0
+    warmup: bool = True
+    parameters: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _llm_needs_context(self) -> ModelSpec:
+        if self.kind is WorkloadKind.LLM and self.context_tokens <= 0:
+            raise ValueError(f"model {self.name}: an llm needs context_tokens > 0")
+        return self
+
+
+class PoolSpec(_Strict):
+    """A group of identical Triton workers: one GPU type, one region."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,62}$")]
+    gpu_type: str = "cpu"
+    region: str = "local"
+    workers: Annotated[int, Field(ge=1, le=64)] = 1
+    models: tuple[str, ...]
+    host: str = "127.0.0.1"
+    base_port: Annotated[int, Field(ge=1024, le=65000)] = 8100
+
+    def worker_ports(self, index: int) -> tuple[int, int, int]:
+        """(http, grpc, metrics) ports of worker ``index`` in this pool."""
+        first = self.base_port + 3 * index
+        return first, first + 1, first + 2
+
+
+class TritonSettings(_Strict):
+    """How workers are launched; ``binary`` empty means the pytriton wheel's tritonserver."""
+
+    binary: str = ""
+    ready_timeout_s: Annotated[float, Field(gt=0)] = 180.0
+    exit_timeout_s: Annotated[int, Field(ge=1)] = 10
+    restart_backoff_s: Annotated[float, Field(ge=0)] = 2.0
+    extra_args: tuple[str, ...] = ()
+
+
+class PoolsFile(_Strict):
+    triton: TritonSettings = TritonSettings()
+    pools: tuple[PoolSpec, ...]
+
+    @field_validator("pools")
+    @classmethod
+    def _unique_ports_and_names(cls, pools: tuple[PoolSpec, ...]) -> tuple[PoolSpec, ...]:
+        names = [p.name for p in pools]
+        if len(set(names)) != len(names):
+            raise ValueError("pool names must be unique")
+        ports: set[int] = set()
+        for pool in pools:
+            for i in range(pool.workers):
+                for port in pool.worker_ports(i):
+                    if port in ports:
+                        raise ValueError(f"pool {pool.name}: port {port} used twice")
+                    ports.add(port)
+        return pools
+
+
+class ModelsFile(_Strict):
+    models: tuple[ModelSpec, ...]
+
+    def by_name(self) -> dict[str, ModelSpec]:
+        return {m.name: m for m in self.models}
+
+
+class StackConfig(_Strict):
+    """Pools and models together, checked against each other."""
+
+    triton: TritonSettings
+    pools: tuple[PoolSpec, ...]
+    models: tuple[ModelSpec, ...]
+
+    @model_validator(mode="after")
+    def _pools_serve_known_models(self) -> StackConfig:
+        known = {m.name for m in self.models}
+        for pool in self.pools:
+            unknown = set(pool.models) - known
+            if unknown:
+                raise ValueError(f"pool {pool.name} serves unknown models {sorted(unknown)}")
+        return self
+
+    def model(self, name: str) -> ModelSpec | None:
+        return next((m for m in self.models if m.name == name), None)
+
+
+class ConfigError(ValueError):
+    """A configuration file is missing, unreadable or invalid; the message names the file."""
+
+
+def _read_yaml(path: Path) -> object:
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+
+
+def load_stack_config(pools_path: Path, models_path: Path) -> StackConfig:
+    """Read and validate ``pools.yaml`` and ``models.yaml``; raise ConfigError naming the file."""
+    try:
+        pools = PoolsFile.model_validate(_read_yaml(pools_path))
+    except ValueError as exc:
+        raise ConfigError(f"{pools_path}: {exc}") from exc
+    try:
+        models = ModelsFile.model_validate(_read_yaml(models_path))
+    except ValueError as exc:
+        raise ConfigError(f"{models_path}: {exc}") from exc
+    try:
+        return StackConfig(triton=pools.triton, pools=pools.pools, models=models.models)
+    except ValueError as exc:
+        raise ConfigError(f"{pools_path} + {models_path}: {exc}") from exc

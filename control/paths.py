@@ -1,0 +1,39 @@
+"""Where the local stack keeps its files; one object built at the edge from CLI flags."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class StackPaths:
+    config_dir: Path = PROJECT_ROOT / "config"
+    state_dir: Path = PROJECT_ROOT / "var"
+    repository: Path = PROJECT_ROOT / "model_repository"
+
+    @property
+    def pools_file(self) -> Path:
+        return self.config_dir / "pools.yaml"
+
+    @property
+    def models_file(self) -> Path:
+        return self.config_dir / "models.yaml"
+
+    @property
+    def tenants_file(self) -> Path:
+        return self.config_dir / "tenants.yaml"
+
+    @property
+    def artifacts(self) -> Path:
+        return self.state_dir / "artifacts"
+
+    @property
+    def logs(self) -> Path:
+        return self.state_dir / "logs"
+
+    @property
+    def admin_token_file(self) -> Path:
+        return self.state_dir / "admin.token"

@@ -1,0 +1,139 @@
+"""The local stack: Triton workers, the control service and the gateway on one host.
+
+``LocalStack.start()`` builds missing artifacts, renders the model repository, starts the
+workers (waiting for every model READY), the control API in a thread, and the gateway as its own
+process, then waits for the gateway's ``/readyz``. ``stop()`` undoes it in reverse order: the
+gateway first (no new traffic), then control, then the workers.
+"""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import uvicorn
+
+from control.assets.build import build_artifacts
+from control.config import StackConfig, load_stack_config
+from control.paths import StackPaths
+from control.repository import render_repository
+from control.service import create_control_app
+from control.supervisor import Supervisor
+from control.triton_runtime import resolve_runtime
+
+
+@dataclass(frozen=True)
+class Listen:
+    gateway_host: str = "127.0.0.1"
+    gateway_port: int = 8080
+    control_port: int = 8081
+
+
+class StackStartError(RuntimeError):
+    """A part of the stack did not come up; the message says which and where its log is."""
+
+
+def load_config(paths: StackPaths) -> StackConfig:
+    return load_stack_config(paths.pools_file, paths.models_file)
+
+
+def prepare(paths: StackPaths, log: object = print) -> StackConfig:
+    """Build missing artifacts and render the repository; return the validated config."""
+    config = load_config(paths)
+    build_artifacts(config, paths.artifacts, log=log)  # type: ignore[arg-type]
+    gpu_types = {pool.gpu_type for pool in config.pools}
+    render_repository(config, paths.artifacts, paths.repository, gpu_type=min(gpu_types))
+    return config
+
+
+def admin_token(paths: StackPaths) -> str:
+    """The local admin token, created (mode 0600) on first use."""
+    path = paths.admin_token_file
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch(mode=0o600)
+        path.write_text(secrets.token_urlsafe(32))
+    return path.read_text().strip()
+
+
+class LocalStack:
+    def __init__(self, paths: StackPaths, listen: Listen) -> None:
+        self.paths = paths
+        self.listen = listen
+        self.supervisor: Supervisor | None = None
+        self._control: uvicorn.Server | None = None
+        self._control_thread: threading.Thread | None = None
+        self.gateway: subprocess.Popen[bytes] | None = None
+
+    def start(self, log: object = print) -> None:
+        config = prepare(self.paths, log)
+        runtime = resolve_runtime(config.triton, self.paths.state_dir)
+        self.supervisor = Supervisor(config, runtime, self.paths.repository, self.paths.logs)
+        try:
+            self.supervisor.start()
+            self._start_control(config)
+            self._start_gateway()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start_control(self, config: StackConfig) -> None:
+        assert self.supervisor is not None
+        app = create_control_app(config, self.supervisor, admin_token(self.paths))
+        server_config = uvicorn.Config(app, host="127.0.0.1", port=self.listen.control_port,
+                                       log_level="warning", lifespan="off")
+        self._control = uvicorn.Server(server_config)
+        self._control_thread = threading.Thread(target=self._control.run, name="control-api",
+                                                daemon=True)
+        self._control_thread.start()
+
+    def _start_gateway(self, ready_timeout_s: float = 60.0) -> None:
+        log_path = self.paths.logs / "gateway.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("ab") as log_file:
+            self.gateway = subprocess.Popen(
+                [sys.executable, "-m", "gateway", "--host", self.listen.gateway_host,
+                 "--port", str(self.listen.gateway_port),
+                 "--config-dir", str(self.paths.config_dir),
+                 "--state-dir", str(self.paths.state_dir)],
+                stdout=log_file, stderr=subprocess.STDOUT,
+            )
+        wait_http_ok(f"http://{self.listen.gateway_host}:{self.listen.gateway_port}/readyz",
+                     ready_timeout_s, self.gateway, log_path)
+
+    def stop(self) -> None:
+        if self.gateway is not None and self.gateway.poll() is None:
+            self.gateway.terminate()
+            try:
+                self.gateway.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.gateway.kill()
+                self.gateway.wait(timeout=5)
+        if self._control is not None:
+            self._control.should_exit = True
+            if self._control_thread is not None:
+                self._control_thread.join(timeout=10)
+        if self.supervisor is not None:
+            self.supervisor.stop()
+
+
+def wait_http_ok(url: str, timeout_s: float, process: subprocess.Popen[bytes], log: Path) -> None:
+    """Poll ``url`` until it answers 200; raise StackStartError if the process dies or time runs out."""
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(timeout=2.0) as client:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise StackStartError(f"{url}: the process exited; see {log}")
+            try:
+                if client.get(url).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+    raise StackStartError(f"{url} not ready after {timeout_s:.0f} s; see {log}")

@@ -1,0 +1,1 @@
+"""The gateway: OpenAI-compatible, rerank and KServe-v2 HTTP APIs in front of Triton workers."""

@@ -1,0 +1,107 @@
+"""The gateway's FastAPI application and its composition at startup.
+
+``create_app(paths)`` reads the stack and tenants configuration once, loads each served model's
+tokenizer from its artifacts, connects a gRPC client per Triton worker and starts readiness
+polling. Every error leaves through ``_error_response``: the OpenAI error body with the status
+from ``errors.py``, ``x-request-id`` added by the context middleware.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import ORJSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from control.config import StackConfig, WorkloadKind, load_stack_config
+from control.paths import StackPaths
+from control.supervisor import worker_addresses
+from control.tenants import load_tenants
+from gateway.context import RequestContextMiddleware
+from gateway.errors import GatewayError, InvalidRequestError, UnprocessableError
+from gateway.metrics import GatewayMetrics
+from gateway.routes import health, kserve, openai, rerank
+from gateway.state import GatewayState
+from gateway.tokenization import LlmTokenizer, TextTokenizer
+from gateway.workers import WorkerPool
+
+
+def load_tokenizers(config: StackConfig, paths: StackPaths, state: GatewayState) -> None:
+    for model in config.models:
+        artifacts = paths.artifacts / model.name
+        if model.kind is WorkloadKind.LLM:
+            state.llm_tokenizers[model.name] = LlmTokenizer(artifacts / "model.gguf")
+        elif model.kind in (WorkloadKind.EMBEDDING, WorkloadKind.RERANK):
+            state.text_tokenizers[model.name] = TextTokenizer(artifacts / "tokenizer.json")
+
+
+def _error_response(request: Request, error: GatewayError) -> ORJSONResponse:
+    request.scope.setdefault("state", {})["outcome"] = error.outcome_label
+    return ORJSONResponse(error.body(), status_code=error.status, headers=error.headers())
+
+
+def _validation_error(exc: RequestValidationError) -> GatewayError:
+    first: dict[str, Any] = exc.errors()[0] if exc.errors() else {}
+    location = [str(part) for part in first.get("loc", ()) if part != "body"]
+    param = ".".join(location) or None
+    if first.get("type") == "json_invalid":
+        return InvalidRequestError(f"request body is not valid JSON: {first.get('msg', '')}",
+                                   code="invalid_json")
+    if first.get("type") == "missing":
+        return InvalidRequestError(f"missing required parameter '{param}'", param=param,
+                                   code="missing_parameter")
+    return UnprocessableError(f"invalid value for '{param}': {first.get('msg', 'wrong type')}", param=param)
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    async def gateway_error(request: Request, exc: Exception) -> ORJSONResponse:
+        assert isinstance(exc, GatewayError)
+        return _error_response(request, exc)
+
+    async def validation_error(request: Request, exc: Exception) -> ORJSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        return _error_response(request, _validation_error(exc))
+
+    async def http_error(request: Request, exc: Exception) -> ORJSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        error = GatewayError(str(exc.detail), code=f"http_{exc.status_code}")
+        error.status, error.type, error.outcome = exc.status_code, "invalid_request_error", "rejected"
+        return _error_response(request, error)
+
+    async def unexpected_error(request: Request, exc: Exception) -> ORJSONResponse:
+        return _error_response(request, GatewayError("internal error; the request id identifies it"))
+
+    app.add_exception_handler(GatewayError, gateway_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(Exception, unexpected_error)
+
+
+def create_app(paths: StackPaths, poll_interval_s: float = 1.0) -> FastAPI:
+    config = load_stack_config(paths.pools_file, paths.models_file)
+    tenants = load_tenants(paths.tenants_file)
+    metrics = GatewayMetrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        pool = WorkerPool.connect(worker_addresses(config), poll_interval_s)
+        state = GatewayState(config=config, tenants=tenants, pool=pool, metrics=metrics)
+        load_tokenizers(config, paths, state)
+        app.state.gateway = state
+        await pool.start()
+        try:
+            yield
+        finally:
+            await pool.close()
+
+    app = FastAPI(title="Shunter gateway", version="0.1.0", lifespan=lifespan,
+                  default_response_class=ORJSONResponse)
+    for module in (openai, rerank, kserve, health):
+        app.include_router(module.router)
+    _install_error_handlers(app)
+    app.add_middleware(RequestContextMiddleware, metrics=metrics)
+    return app

@@ -1,0 +1,21 @@
+"""API-key authentication: ``Authorization: Bearer <key>`` -> the tenant that owns the key."""
+
+from __future__ import annotations
+
+from fastapi import Request
+
+from gateway.errors import AuthenticationError
+from scheduling.tenants import Tenant
+
+
+def authenticate(request: Request) -> Tenant:
+    """FastAPI dependency; raise AuthenticationError (401) on a missing or unknown key."""
+    header = request.headers.get("authorization", "")
+    scheme, _, key = header.partition(" ")
+    if scheme.lower() != "bearer" or not key.strip():
+        raise AuthenticationError("missing API key: send 'Authorization: Bearer <key>'")
+    tenant = request.app.state.gateway.tenants.authenticate(key.strip())
+    if tenant is None:
+        raise AuthenticationError("invalid API key")
+    request.scope["state"]["tenant"] = tenant.name
+    return tenant  # type: ignore[no-any-return]

@@ -1,0 +1,31 @@
+"""Prometheus metrics of the gateway, on a registry owned by the app (tests build many apps)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+@dataclass
+class GatewayMetrics:
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        self.requests = Counter("shunter_requests", "Requests by route, model and outcome",
+                                ["route", "model", "outcome"], registry=r)
+        self.duration_s = Histogram("shunter_request_duration_seconds",
+                                    "Time from request to last byte", ["route", "model"],
+                                    buckets=_LATENCY_BUCKETS_S, registry=r)
+        self.ttft_s = Histogram("shunter_time_to_first_token_seconds",
+                                "Time from request to first streamed token", ["model"],
+                                buckets=_LATENCY_BUCKETS_S, registry=r)
+        self.tokens = Counter("shunter_tokens", "Tokens processed by tenant, model and kind",
+                              ["tenant", "model", "kind"], registry=r)
+        self.in_flight = Gauge("shunter_in_flight_requests", "Requests in flight per model",
+                               ["model"], registry=r)
+        self.worker_ready = Gauge("shunter_worker_model_ready", "1 when a worker has the model READY",
+                                  ["worker", "model"], registry=r)

@@ -1,0 +1,120 @@
+"""From an OpenAI chat/completions body to a ``GenerationRequest``, and back to OpenAI JSON.
+
+Shared by ``/v1/chat/completions`` and ``/v1/completions``: parameter checks, token counting
+against the model's context, the OpenAI response and SSE chunk shapes, and the SSE stream that
+ends in ``data: [DONE]`` or, after a failure, in one final error event.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from sse_starlette import ServerSentEvent
+
+from control.config import ModelSpec
+from gateway.errors import ContextLengthExceededError, GatewayError, InvalidRequestError
+from gateway.llm import GenerationRequest, TextChunk, stream_generation
+from gateway.schemas import ChatCompletionRequest, CompletionRequest, as_list
+from gateway.state import GatewayState
+from scheduling.tenants import Tenant
+
+
+@dataclass(frozen=True)
+class Call:
+    """One generation call as the routes see it."""
+
+    request_id: str
+    tenant: Tenant
+    model: ModelSpec
+    generation: GenerationRequest
+    created: int
+
+
+def check_unsupported(body: ChatCompletionRequest | CompletionRequest) -> None:
+    if body.n != 1:
+        raise InvalidRequestError("only n=1 is supported", param="n")
+    if body.logprobs:
+        raise InvalidRequestError("logprobs are not supported", param="logprobs")
+
+
+def build_generation(state: GatewayState, model: ModelSpec, tenant: Tenant, prompt: str,
+                     body: ChatCompletionRequest | CompletionRequest, max_tokens: int | None) -> GenerationRequest:
+    """Count the prompt with the model's tokenizer and fit the request into its context."""
+    prompt_tokens = state.llm_tokenizers[model.name].count(prompt)
+    room = model.context_tokens - prompt_tokens
+    if room < 1 or (max_tokens is not None and max_tokens > room):
+        asked = prompt_tokens + (max_tokens or 0)
+        raise ContextLengthExceededError(
+            f"this model's maximum context length is {model.context_tokens} tokens; the request "
+            f"needs {asked} ({prompt_tokens} in the prompt"
+            + (f", {max_tokens} to generate)" if max_tokens else ")"),
+            param="messages" if isinstance(body, ChatCompletionRequest) else "prompt",
+        )
+    stop = tuple(as_list(body.stop)) if body.stop is not None else ()
+    return GenerationRequest(
+        prompt=prompt, prompt_tokens=prompt_tokens,
+        max_tokens=max_tokens if max_tokens is not None else min(model.default_max_tokens, room),
+        temperature=body.temperature, top_p=body.top_p, top_k=body.top_k, seed=body.seed,
+        stop=stop, priority=tenant.tier.triton_priority,
+    )
+
+
+def usage(chunk: TextChunk) -> dict[str, int]:
+    return {"prompt_tokens": chunk.prompt_tokens, "completion_tokens": chunk.completion_tokens,
+            "total_tokens": chunk.prompt_tokens + chunk.completion_tokens}
+
+
+async def collect(state: GatewayState, call: Call) -> tuple[str, TextChunk]:
+    """Run a call to completion; return the whole text and the final chunk."""
+    parts: list[str] = []
+    last: TextChunk | None = None
+    async for chunk in stream_generation(state.pool, call.model.name, call.request_id,
+                                         call.generation, call.tenant.allowed_regions):
+        parts.append(chunk.text)
+        last = chunk
+    assert last is not None  # stream_generation ends only on a chunk with finish_reason
+    record_tokens(state, call, last)
+    return "".join(parts), last
+
+
+def record_tokens(state: GatewayState, call: Call, last: TextChunk) -> None:
+    tokens = state.metrics.tokens
+    tokens.labels(call.tenant.name, call.model.name, "prompt").inc(last.prompt_tokens)
+    tokens.labels(call.tenant.name, call.model.name, "completion").inc(last.completion_tokens)
+
+
+def sse(data: dict[str, Any] | str) -> ServerSentEvent:
+    payload = data if isinstance(data, str) else orjson.dumps(data).decode()
+    return ServerSentEvent(data=payload)
+
+
+async def sse_stream(
+    state: GatewayState, call: Call, scope_state: dict[str, Any],
+    first_chunk: dict[str, Any] | None, make_chunk: Callable[[TextChunk], dict[str, Any]],
+    include_usage: bool, usage_chunk: Callable[[dict[str, int]], dict[str, Any]],
+) -> AsyncIterator[ServerSentEvent]:
+    """The SSE body of a streamed call: chunks, optional usage, ``[DONE]``; or an error event."""
+    started = time.perf_counter()
+    first_token_seen = False
+    try:
+        if first_chunk is not None:
+            yield sse(first_chunk)
+        async for chunk in stream_generation(state.pool, call.model.name, call.request_id,
+                                             call.generation, call.tenant.allowed_regions):
+            if chunk.text and not first_token_seen:
+                first_token_seen = True
+                state.metrics.ttft_s.labels(call.model.name).observe(time.perf_counter() - started)
+            if chunk.text or chunk.finish_reason is not None:
+                yield sse(make_chunk(chunk))
+            if chunk.finish_reason is not None:
+                record_tokens(state, call, chunk)
+                if include_usage:
+                    yield sse(usage_chunk(usage(chunk)))
+        yield sse("[DONE]")
+    except GatewayError as exc:
+        scope_state["outcome"] = exc.outcome_label
+        yield sse(exc.body())

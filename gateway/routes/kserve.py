@@ -1,0 +1,122 @@
+"""KServe v2 routes (the protocol ``tritonclient.http`` speaks) for the batched models.
+
+Requests are decoded by ``kserve_codec`` (JSON and Triton's binary tensor extension), forwarded
+to a worker over gRPC with the tenant's priority, and encoded back in the form the client asked
+for. Decoupled (streaming) models are served by the OpenAI routes instead.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import tritonclient.grpc.aio as grpcclient
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi.responses import ORJSONResponse
+from tritonclient.utils import InferenceServerException
+
+from control.config import ModelSpec, WorkloadKind
+from gateway.auth import authenticate
+from gateway.errors import InvalidRequestError, ModelNotFoundError, PayloadTooLargeError
+from gateway.kserve_codec import Tensor, decode_request, encode_response
+from gateway.state import GatewayState
+from gateway.workers import map_triton_error
+from scheduling.tenants import Tenant
+
+router = APIRouter(prefix="/v2")
+TenantDep = Annotated[Tenant, Depends(authenticate)]
+MAX_BODY_BYTES = 64 * 1024 * 1024
+BATCHED_KINDS = {WorkloadKind.EMBEDDING, WorkloadKind.RERANK, WorkloadKind.VISION, WorkloadKind.TABULAR}
+HEADER_LENGTH = "inference-header-content-length"
+
+
+def _resolve(request: Request, tenant: Tenant, name: str, version: str | None,
+             kinds: set[WorkloadKind]) -> tuple[GatewayState, ModelSpec]:
+    state: GatewayState = request.app.state.gateway
+    request.scope["state"]["model"] = name
+    spec = state.model_for(name, kinds, tenant)
+    if version is not None and version != str(spec.version):
+        raise ModelNotFoundError(f"model '{name}' has no version {version} being served", param="version")
+    return state, spec
+
+
+async def _read_body(request: Request) -> tuple[bytes, int | None]:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise PayloadTooLargeError(f"request body over {MAX_BODY_BYTES} bytes")
+    if request.headers.get("content-encoding", "identity") not in ("identity", ""):
+        raise InvalidRequestError("compressed request bodies are not supported", param="content-encoding")
+    body = await request.body()
+    header_length = request.headers.get(HEADER_LENGTH)
+    if header_length is not None and not header_length.isdigit():
+        raise InvalidRequestError("Inference-Header-Content-Length must be an integer")
+    return body, int(header_length) if header_length is not None else None
+
+
+async def _infer(request: Request, tenant: Tenant, name: str, version: str | None) -> Response:
+    state, spec = _resolve(request, tenant, name, version, BATCHED_KINDS)
+    body, header_length = await _read_body(request)
+    decoded = decode_request(body, header_length)
+    inputs = []
+    for tensor in decoded.inputs:
+        infer_input = grpcclient.InferInput(tensor.name, list(tensor.array.shape), tensor.datatype)
+        infer_input.set_data_from_numpy(tensor.array)
+        inputs.append(infer_input)
+    outputs = [grpcclient.InferRequestedOutput(n) for n in decoded.outputs] or None
+    async with state.pool.lease(spec.name, tenant.allowed_regions) as worker:
+        try:
+            result = await worker.client.infer(
+                spec.name, inputs, model_version=str(spec.version), outputs=outputs,
+                request_id=request.scope["state"]["request_id"],
+                priority=tenant.tier.triton_priority, client_timeout=60.0)
+        except InferenceServerException as exc:
+            raise map_triton_error(exc, spec.name) from exc
+    response = result.get_response()
+    tensors = [Tensor(o.name, o.datatype, result.as_numpy(o.name)) for o in response.outputs]
+    binary = {t.name for t in tensors if t.name in decoded.binary_outputs
+              or (decoded.binary_default and t.name not in decoded.outputs)}
+    payload, json_length = encode_response(spec.name, str(spec.version), decoded.id, tensors, binary)
+    headers = {HEADER_LENGTH: str(json_length)} if json_length is not None else {}
+    media = "application/octet-stream" if json_length is not None else "application/json"
+    return Response(payload, media_type=media, headers=headers)
+
+
+@router.post("/models/{name}/infer")
+async def infer(name: str, request: Request, tenant: TenantDep) -> Response:
+    return await _infer(request, tenant, name, None)
+
+
+@router.post("/models/{name}/versions/{version}/infer")
+async def infer_version(name: str, version: str, request: Request, tenant: TenantDep) -> Response:
+    return await _infer(request, tenant, name, version)
+
+
+async def _metadata(request: Request, tenant: Tenant, name: str, version: str | None) -> Any:
+    state, spec = _resolve(request, tenant, name, version, set())
+    async with state.pool.lease(spec.name, tenant.allowed_regions) as worker:
+        try:
+            meta = await worker.client.get_model_metadata(spec.name, str(spec.version), as_json=True,
+                                                          client_timeout=10.0)
+        except InferenceServerException as exc:
+            raise map_triton_error(exc, spec.name) from exc
+    def tensors(key: str) -> list[dict[str, Any]]:
+        return [{"name": t["name"], "datatype": t["datatype"], "shape": [int(d) for d in t["shape"]]}
+                for t in meta.get(key, [])]
+    return ORJSONResponse({"name": spec.name, "versions": [str(spec.version)], "platform": meta.get("platform", ""),
+                           "inputs": tensors("inputs"), "outputs": tensors("outputs")})
+
+
+@router.get("/models/{name}")
+async def model_metadata(name: str, request: Request, tenant: TenantDep) -> Any:
+    return await _metadata(request, tenant, name, None)
+
+
+@router.get("/models/{name}/versions/{version}")
+async def model_version_metadata(name: str, version: str, request: Request, tenant: TenantDep) -> Any:
+    return await _metadata(request, tenant, name, version)
+
+
+@router.get("/models/{name}/ready")
+async def model_ready(name: str, request: Request, tenant: TenantDep) -> Response:
+    state, spec = _resolve(request, tenant, name, None, set())
+    ready = spec.name in state.pool.ready_models()
+    return Response(status_code=200 if ready else 400)

@@ -1,0 +1,154 @@
+"""OpenAI-compatible routes: chat completions, completions, embeddings and the model list."""
+
+from __future__ import annotations
+
+import base64
+import time
+from typing import Annotated, Any
+
+import numpy as np
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import ORJSONResponse
+from sse_starlette import EventSourceResponse
+
+from control.config import WorkloadKind
+from gateway.auth import authenticate
+from gateway.batched import infer_rows, text_rows
+from gateway.errors import ContextLengthExceededError, InvalidRequestError
+from gateway.routes.generation import Call, build_generation, check_unsupported, collect, sse_stream, usage
+from gateway.schemas import ChatCompletionRequest, ChatMessage, CompletionRequest, EmbeddingRequest, as_list
+from gateway.state import GatewayState
+from scheduling.tenants import Tenant
+
+router = APIRouter(prefix="/v1")
+TenantDep = Annotated[Tenant, Depends(authenticate)]
+SSE_PING_S = 15
+
+
+def _state(request: Request) -> GatewayState:
+    return request.app.state.gateway  # type: ignore[no-any-return]
+
+
+def _message_text(message: ChatMessage, index: int) -> str:
+    if message.content is None or isinstance(message.content, str):
+        return message.content or ""
+    texts = []
+    for part in message.content:
+        if part.type != "text" or part.text is None:
+            raise InvalidRequestError(f"content part type '{part.type}' is not supported by this model",
+                                      param=f"messages.{index}.content")
+        texts.append(part.text)
+    return "".join(texts)
+
+
+def _start_call(request: Request, tenant: Tenant, body: ChatCompletionRequest | CompletionRequest,
+                prompt: str, max_tokens: int | None) -> Call:
+    state = _state(request)
+    request.scope["state"]["model"] = body.model
+    model = state.model_for(body.model, {WorkloadKind.LLM}, tenant)
+    check_unsupported(body)
+    generation = build_generation(state, model, tenant, prompt, body, max_tokens)
+    state.pool.pick(model.name, tenant.allowed_regions)  # fail fast (503/403) before streaming
+    return Call(request.scope["state"]["request_id"], tenant, model, generation, int(time.time()))
+
+
+@router.post("/chat/completions")
+async def chat_completions(body: ChatCompletionRequest, request: Request, tenant: TenantDep) -> Any:
+    state = _state(request)
+    messages = [{"role": "system" if m.role == "developer" else m.role, "content": _message_text(m, i)}
+                for i, m in enumerate(body.messages)]
+    model = state.model_for(body.model, {WorkloadKind.LLM}, tenant)
+    prompt = state.llm_tokenizers[model.name].apply_chat_template(messages)
+    call = _start_call(request, tenant, body, prompt, body.max_completion_tokens or body.max_tokens)
+    chunk_id = "chatcmpl-" + call.request_id.removeprefix("req_")
+    base = {"id": chunk_id, "object": "chat.completion.chunk", "created": call.created, "model": body.model}
+    if body.stream:
+        def make_chunk(chunk: Any) -> dict[str, Any]:
+            delta = {"content": chunk.text} if chunk.text else {}
+            return {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                          "finish_reason": chunk.finish_reason}]}
+
+        first = {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                      "logprobs": None, "finish_reason": None}]}
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        stream = sse_stream(state, call, request.scope["state"], first, make_chunk, include_usage,
+                            lambda u: {**base, "choices": [], "usage": u})
+        return EventSourceResponse(stream, ping=SSE_PING_S, sep="\n")
+    text, last = await collect(state, call)
+    return ORJSONResponse({
+        "id": chunk_id, "object": "chat.completion", "created": call.created, "model": body.model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                     "logprobs": None, "finish_reason": last.finish_reason}],
+        "usage": usage(last),
+    })
+
+
+@router.post("/completions")
+async def completions(body: CompletionRequest, request: Request, tenant: TenantDep) -> Any:
+    if body.echo:
+        raise InvalidRequestError("echo is not supported", param="echo")
+    if body.suffix:
+        raise InvalidRequestError("suffix is not supported", param="suffix")
+    prompt = as_list(body.prompt)[0]
+    call = _start_call(request, tenant, body, prompt, body.max_tokens)
+    completion_id = "cmpl-" + call.request_id.removeprefix("req_")
+    base = {"id": completion_id, "object": "text_completion", "created": call.created, "model": body.model}
+    if body.stream:
+        def make_chunk(chunk: Any) -> dict[str, Any]:
+            return {**base, "choices": [{"index": 0, "text": chunk.text, "logprobs": None,
+                                          "finish_reason": chunk.finish_reason}]}
+
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        stream = sse_stream(_state(request), call, request.scope["state"], None, make_chunk,
+                            include_usage, lambda u: {**base, "choices": [], "usage": u})
+        return EventSourceResponse(stream, ping=SSE_PING_S, sep="\n")
+    text, last = await collect(_state(request), call)
+    return ORJSONResponse({
+        **base,
+        "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": last.finish_reason}],
+        "usage": usage(last),
+    })
+
+
+@router.post("/embeddings")
+async def embeddings(body: EmbeddingRequest, request: Request, tenant: TenantDep) -> Any:
+    state = _state(request)
+    request.scope["state"]["model"] = body.model
+    model = state.model_for(body.model, {WorkloadKind.EMBEDDING}, tenant)
+    texts = as_list(body.input)
+    if any(not t for t in texts):
+        raise InvalidRequestError("inputs must be non-empty strings", param="input")
+    counts = state.text_tokenizers[model.name].counts(texts)
+    too_long = [i for i, n in enumerate(counts) if n > model.context_tokens]
+    if too_long:
+        raise ContextLengthExceededError(
+            f"input {too_long[0]} has {counts[too_long[0]]} tokens; this model takes at most "
+            f"{model.context_tokens}", param="input")
+    result = await infer_rows(state, model.name, request.scope["state"]["request_id"], tenant,
+                              {"text": text_rows(texts)}, ["embedding"])
+    vectors = result["embedding"]
+    if body.dimensions is not None and body.dimensions != vectors.shape[1]:
+        raise InvalidRequestError(f"this model has {vectors.shape[1]} dimensions", param="dimensions")
+    data = [{"object": "embedding", "index": i, "embedding": _encode_vector(v, body.encoding_format)}
+            for i, v in enumerate(vectors)]
+    total = sum(counts)
+    state.metrics.tokens.labels(tenant.name, model.name, "prompt").inc(total)
+    return ORJSONResponse({"object": "list", "data": data, "model": body.model,
+                           "usage": {"prompt_tokens": total, "total_tokens": total}})
+
+
+def _encode_vector(vector: np.ndarray, encoding_format: str) -> Any:
+    if encoding_format == "base64":
+        return base64.b64encode(vector.astype("<f4").tobytes()).decode()
+    return vector.tolist()
+
+
+@router.get("/models")
+async def list_models(request: Request, tenant: TenantDep) -> Any:
+    state = _state(request)
+    models = [m for m in state.served_models() if tenant.may_use_model(m.name)]
+    return ORJSONResponse({"object": "list", "data": [
+        {"id": m.name, "object": "model", "created": 0, "owned_by": "shunter",
+         "kind": m.kind.value, "version": m.version}
+        for m in models
+    ]})

@@ -1,0 +1,47 @@
+"""``POST /v1/rerank`` in the Cohere/Jina shape: one request expands to query x documents rows."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import numpy as np
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import ORJSONResponse
+
+from control.config import WorkloadKind
+from gateway.auth import authenticate
+from gateway.batched import infer_rows, text_rows
+from gateway.errors import ContextLengthExceededError
+from gateway.schemas import RerankRequest
+from gateway.state import GatewayState
+from scheduling.tenants import Tenant
+
+router = APIRouter(prefix="/v1")
+
+
+@router.post("/rerank")
+async def rerank(body: RerankRequest, request: Request,
+                 tenant: Annotated[Tenant, Depends(authenticate)]) -> Any:
+    state: GatewayState = request.app.state.gateway
+    request.scope["state"]["model"] = body.model
+    model = state.model_for(body.model, {WorkloadKind.RERANK}, tenant)
+    documents = [d if isinstance(d, str) else d.text for d in body.documents]
+    counts = state.text_tokenizers[model.name].counts([body.query])
+    if counts[0] > model.context_tokens:
+        raise ContextLengthExceededError(
+            f"the query has {counts[0]} tokens; this model takes at most {model.context_tokens}",
+            param="query")
+    result = await infer_rows(
+        state, model.name, request.scope["state"]["request_id"], tenant,
+        {"query": text_rows([body.query] * len(documents)), "document": text_rows(documents)},
+        ["score"])
+    scores = result["score"].reshape(-1)
+    order = np.argsort(-scores, kind="stable")[: body.top_n or len(documents)]
+    results: list[dict[str, Any]] = []
+    for index in order.tolist():
+        entry: dict[str, Any] = {"index": index, "relevance_score": float(scores[index])}
+        if body.return_documents:
+            entry["document"] = {"text": documents[index]}
+        results.append(entry)
+    return ORJSONResponse({"id": request.scope["state"]["request_id"], "model": body.model,
+                           "results": results})

@@ -1,0 +1,99 @@
+"""Triton entry point of the ``chat`` model (decoupled): a thin adapter around LlamaEngine.
+
+``execute`` validates each request and queues it; one worker thread per model instance runs the
+engine over the queue and streams each delta to the request's own response sender, ending every
+request with exactly one FINAL flag. A request cancelled by its client stops generating at the
+next token.
+"""
+
+import json
+import queue
+import random
+import threading
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+from python_backends.batching import InvalidInputError, decode_texts
+from python_backends.chat.engine import Delta, LlamaEngine
+from python_backends.chat.params import GenerationParams, parse_params
+from python_backends.triton_adapter import model_parameters, version_dir
+
+INPUTS = ("prompt", "max_tokens", "temperature", "top_p", "top_k", "seed", "stop")
+FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+
+
+def _response(delta: Delta) -> "pb_utils.InferenceResponse":
+    return pb_utils.InferenceResponse(output_tensors=[
+        pb_utils.Tensor("text_output", np.array([delta.text.encode("utf-8")], dtype=np.object_)),
+        pb_utils.Tensor("finish_reason", np.array([(delta.finish_reason or "").encode()], dtype=np.object_)),
+        pb_utils.Tensor("prompt_tokens", np.array([delta.prompt_tokens], dtype=np.int32)),
+        pb_utils.Tensor("completion_tokens", np.array([delta.completion_tokens], dtype=np.int32)),
+    ])
+
+
+def _error(message: str) -> "pb_utils.InferenceResponse":
+    code = getattr(pb_utils.TritonError, "INVALID_ARG", None)
+    error = pb_utils.TritonError(message, code) if code is not None else pb_utils.TritonError(message)
+    return pb_utils.InferenceResponse(error=error)
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        if not pb_utils.using_decoupled_model_transaction_policy(config):
+            raise pb_utils.TritonModelException("the chat model must be decoupled")
+        params = model_parameters(config)
+        self.default_max_tokens = int(params.get("default_max_tokens", "256"))
+        self.engine = LlamaEngine(
+            version_dir(args) / params.get("model_file", "model.gguf"),
+            context_tokens=int(params["context_tokens"]),
+            n_threads=int(params.get("n_threads", "2")),
+        )
+        self.rng = random.Random()
+        warm = GenerationParams(max_tokens=1, temperature=0.0)
+        for _ in self.engine.generate("Hello", warm, lambda: False):
+            pass
+        self.jobs = queue.Queue()
+        self.worker = threading.Thread(target=self._serve, name="chat-engine", daemon=True)
+        self.worker.start()
+
+    def execute(self, requests):
+        for request in requests:
+            sender = request.get_response_sender()
+            try:
+                inputs = {}
+                for name in INPUTS:
+                    tensor = pb_utils.get_input_tensor_by_name(request, name)
+                    if tensor is not None:
+                        inputs[name] = tensor.as_numpy()
+                prompt = decode_texts(inputs, "prompt")[0]
+                params = parse_params(inputs, self.default_max_tokens, self.rng)
+            except InvalidInputError as exc:
+                sender.send(_error(str(exc)), flags=FINAL)
+                continue
+            self.jobs.put((request, sender, prompt, params))
+        return None
+
+    def _serve(self):
+        while True:
+            job = self.jobs.get()
+            if job is None:
+                return
+            request, sender, prompt, params = job
+            try:
+                for delta in self.engine.generate(prompt, params, request.is_cancelled):
+                    if delta.finish_reason is None:
+                        sender.send(_response(delta))
+                    elif delta.finish_reason == "cancelled":
+                        sender.send(flags=FINAL)
+                    else:
+                        sender.send(_response(delta), flags=FINAL)
+            except InvalidInputError as exc:
+                sender.send(_error(str(exc)), flags=FINAL)
+            except Exception as exc:  # the request fails, the model keeps serving others
+                sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(f"generation failed: {exc}")), flags=FINAL)
+
+    def finalize(self):
+        self.jobs.put(None)
+        self.worker.join(timeout=10)
