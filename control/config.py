@@ -13,7 +13,7 @@ Everything downstream (renderer, supervisor, gateway) takes these objects, never
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -21,7 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
-class WorkloadKind(str, Enum):
+class WorkloadKind(StrEnum):
     """What a model does; selects its Triton template and python backend."""
 
     LLM = "llm"

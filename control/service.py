@@ -7,7 +7,7 @@ Authenticated with its own admin bearer token, separate from tenant API keys. Th
 from __future__ import annotations
 
 import hmac
-from typing import Annotated
+from typing import Annotated, Any
 
 import httpx
 from fastapi import Depends, FastAPI, Header, HTTPException
@@ -25,7 +25,7 @@ def create_control_app(config: StackConfig, supervisor: Supervisor, admin_token:
             raise HTTPException(status_code=401, detail="admin token required")
 
     @app.get("/admin/v1/workers", dependencies=[Depends(require_admin)])
-    def workers() -> list[dict[str, object]]:
+    def workers() -> list[dict[str, Any]]:
         rows = []
         with httpx.Client(timeout=2.0) as client:
             for worker in supervisor.workers:
@@ -40,7 +40,7 @@ def create_control_app(config: StackConfig, supervisor: Supervisor, admin_token:
         return rows
 
     @app.get("/admin/v1/models", dependencies=[Depends(require_admin)])
-    def models() -> list[dict[str, object]]:
+    def models() -> list[dict[str, Any]]:
         return [
             {"name": m.name, "kind": m.kind.value, "version": m.version,
              "max_batch_size": m.batching.max_batch_size, "instances": m.instances}

@@ -32,7 +32,7 @@ class LlmTokenizer:
         return len(self._llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True))
 
     def apply_chat_template(self, messages: Sequence[dict[str, Any]]) -> str:
-        return str(self._formatter(messages=list(messages)).prompt)
+        return str(self._formatter(messages=list(messages)).prompt)  # type: ignore[arg-type]
 
 
 class TextTokenizer:

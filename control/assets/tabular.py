@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -63,7 +64,7 @@ def train_and_export_tabular(out_dir: Path, seed: int = 7) -> float:
     return accuracy
 
 
-def _scale_layer(factor: float) -> object:
+def _scale_layer(factor: float) -> Any:
     """A module multiplying its input by ``factor`` (pixel intensities 0..16 to 0..1)."""
     import torch
 

@@ -100,7 +100,8 @@ class TritonPythonModel:
             except InvalidInputError as exc:
                 sender.send(_error(str(exc)), flags=FINAL)
             except Exception as exc:  # the request fails, the model keeps serving others
-                sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(f"generation failed: {exc}")), flags=FINAL)
+                failure = pb_utils.TritonError(f"generation failed: {exc}")
+                sender.send(pb_utils.InferenceResponse(error=failure), flags=FINAL)
 
     def finalize(self):
         self.jobs.put(None)

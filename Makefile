@@ -1,0 +1,28 @@
+# Shunter: the two commands a user needs are `make run` and `make test`.
+.PHONY: setup run test unit integration lint bench clean
+
+setup:
+	bash scripts/setup.sh
+
+run: setup
+	.venv/bin/shunter up
+
+test: setup
+	bash scripts/test.sh
+
+unit: setup
+	.venv/bin/python -m pytest -q -m "not integration"
+
+integration: setup
+	.venv/bin/python -m pytest -q -m integration
+
+lint: setup
+	.venv/bin/ruff check .
+	.venv/bin/mypy scheduling control gateway python_backends bench
+	.venv/bin/lint-imports
+
+bench: setup
+	.venv/bin/python -m bench.run --out bench/results/latest.json --markdown bench/results/latest.md
+
+clean:
+	rm -rf var model_repository/*/

@@ -1,0 +1,137 @@
+"""Summaries (medians over repeats) and the Markdown report.
+
+``summarize_cell`` turns the per-repeat ``RunResult`` lists of one (model, clients) cell into the
+medians, the gateway/direct throughput ratio and the gateway's added median latency.
+``summarize_chat`` pools every generation of one (path, streams) cell over its repeats and takes
+medians. ``machine_facts`` reads what the report states about the host; ``markdown`` renders it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+from typing import Any
+
+from bench.chat import ChatRun
+from bench.load import RunResult, median
+
+
+def summarize_cell(gateway: list[RunResult], direct: list[RunResult]) -> dict[str, Any]:
+    """Medians per path, ``ratio`` = gw req/s / direct req/s, ``added_p50_ms`` = gw p50 - direct p50."""
+    summary: dict[str, Any] = {}
+    for path, runs in (("gateway", gateway), ("direct", direct)):
+        summary[path] = {
+            "rps": median([r.rps for r in runs]), "p50_ms": median([r.p50_ms for r in runs]),
+            "p99_ms": median([r.p99_ms for r in runs]), "errors": sum(r.errors for r in runs),
+            "requests": sum(r.requests for r in runs),
+        }
+    gw, di = summary["gateway"], summary["direct"]
+    summary["ratio"] = gw["rps"] / di["rps"] if di["rps"] else math.nan
+    summary["added_p50_ms"] = gw["p50_ms"] - di["p50_ms"]
+    return summary
+
+
+def summarize_chat(runs: list[ChatRun]) -> dict[str, Any]:
+    """Medians over every generation of every repeat, plus aggregate tokens/s per repeat."""
+    timings = [t for run in runs for t in run.timings]
+    aggregate = [sum(t.completion_tokens for t in run.timings) / run.wall_s for run in runs if run.wall_s]
+    return {
+        "generations": len(timings), "errors": sum(r.errors for r in runs),
+        "ttft_p50_ms": median([t.ttft_ms for t in timings]),
+        "itl_p50_ms": median([t.itl_ms for t in timings]),
+        "tokens_per_s_per_stream": median([t.tokens_per_s for t in timings]),
+        "completion_tokens_p50": median([float(t.completion_tokens) for t in timings]),
+        "aggregate_tokens_per_s": median(aggregate),
+    }
+
+
+def _proc_field(path: str, key: str) -> str | None:
+    """The value of the first ``key: value`` line of a /proc file, or None."""
+    try:
+        with open(path, encoding="utf-8") as lines:
+            for line in lines:
+                if line.startswith(key):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def machine_facts() -> dict[str, Any]:
+    """CPUs usable by this process (what ``nproc`` prints), the CPU model and memory."""
+    model = _proc_field("/proc/cpuinfo", "model name") or "unknown"
+    memory_kb = int((_proc_field("/proc/meminfo", "MemTotal") or "0 kB").split()[0])
+    return {"nproc": len(os.sched_getaffinity(0)), "cpu_model": model,
+            "memory_gib": round(memory_kb / 2**20, 1), "kernel": platform.release(),
+            "python": platform.python_version()}
+
+
+def _num(value: float, digits: int = 1) -> str:
+    return "n/a" if value is None or math.isnan(value) else f"{value:.{digits}f}"
+
+
+def _with_errors(text: str, errors: int) -> str:
+    return f"{text} ({errors} err)" if errors else text
+
+
+def _batched_table(cells: list[dict[str, Any]]) -> list[str]:
+    lines = ["| model | clients | gw req/s | direct req/s | ratio | gw p50 ms | direct p50 ms | "
+             "added p50 ms | gw p99 ms | direct p99 ms |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for cell in cells:
+        s = cell["summary"]
+        gw, di = s["gateway"], s["direct"]
+        lines.append(
+            f"| {cell['model']} | {cell['clients']} | {_with_errors(_num(gw['rps']), gw['errors'])} | "
+            f"{_with_errors(_num(di['rps']), di['errors'])} | {_num(s['ratio'], 2)} | {_num(gw['p50_ms'])} | "
+            f"{_num(di['p50_ms'])} | {_num(s['added_p50_ms'])} | {_num(gw['p99_ms'])} | {_num(di['p99_ms'])} |")
+    return lines
+
+
+def _chat_table(cells: list[dict[str, Any]]) -> list[str]:
+    lines = ["| path | streams | TTFT p50 ms | ITL p50 ms | tok/s per stream | generations | aggregate tok/s |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for cell in cells:
+        s = cell["summary"]
+        lines.append(
+            f"| {cell['path']} | {cell['streams']} | {_num(s['ttft_p50_ms'])} | {_num(s['itl_p50_ms'])} | "
+            f"{_num(s['tokens_per_s_per_stream'])} | {_with_errors(str(s['generations']), s['errors'])} | "
+            f"{_num(s['aggregate_tokens_per_s'])} |")
+    return lines
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The report: command, date, machine, settings, then the two tables and the error samples."""
+    m, settings = result["machine"], result["settings"]
+    lines = [
+        "```", result["command"], "```", "",
+        f"- Date: {result['date']}",
+        f"- Machine: nproc {m['nproc']}, CPU {m['cpu_model']}, {m['memory_gib']} GiB RAM, "
+        f"Linux {m['kernel']}, Python {m['python']}",
+        f"- Stack: {'already running' if not result['endpoints']['started_here'] else 'started by the harness'};"
+        f" gateway {result['endpoints']['gateway_url']}, Triton gRPC {result['endpoints']['triton_grpc']}",
+        f"- Settings: {settings['repeats']} repeats x {settings['duration_s']} s per cell (+{settings['warmup_s']} s "
+        "warm-up), gateway and direct interleaved; medians over repeats. The load generator, the gateway and "
+        "Triton share the same CPUs.",
+    ]
+    if result["batched"]:
+        lines += ["", "## Batched models (closed loop)", "", *_batched_table(result["batched"])]
+    if result["chat"]:
+        lines += ["", f"## Chat (streaming, max_tokens {settings['chat_max_tokens']}, temperature 0)", "",
+                  *_chat_table(result["chat"])]
+    samples = _error_samples(result)
+    if samples:
+        lines += ["", "## Errors (samples)", "", *[f"- {s}" for s in samples]]
+    return "\n".join(lines) + "\n"
+
+
+def _error_samples(result: dict[str, Any]) -> list[str]:
+    samples = []
+    for cell in result["batched"]:
+        for path in ("gateway", "direct"):
+            for run in cell["runs"][path]:
+                samples += [f"{cell['model']} x{cell['clients']} {path}: {e}" for e in run["error_samples"]]
+    for cell in result["chat"]:
+        for run in cell["runs"]:
+            samples += [f"chat x{cell['streams']} {cell['path']}: {e}" for e in run["error_samples"]]
+    return list(dict.fromkeys(samples))[:20]

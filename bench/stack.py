@@ -1,0 +1,98 @@
+"""The stack the benchmark measures: a private one on its own ports, or one already running.
+
+``bench_stack(options)`` is a context manager yielding ``Endpoints``. By default it writes a
+config dir (``models.yaml`` and ``tenants.yaml`` copied from the project's ``config/``, and
+``pools.yaml`` identical line for line except that the first pool's ``base_port`` becomes
+``options.base_port``, the next pool's ``base_port + 100`` and so on), starts
+``control.stack.LocalStack`` on the bench ports with the project's ``var/`` as state dir (so the
+built artifacts are reused) and its own model repository, and stops it on exit, whatever
+happened inside. With ``options.use_running`` it starts nothing and yields the given URLs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from control.paths import PROJECT_ROOT, StackPaths
+from control.stack import Listen, LocalStack, load_config
+from control.supervisor import worker_addresses
+
+BENCH_RESULTS = PROJECT_ROOT / "bench" / "results"
+_BASE_PORT = re.compile(r"^(\s*base_port:\s*)\d+", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class StackOptions:
+    use_running: bool = False
+    gateway_url: str = "http://127.0.0.1:18080"
+    triton_grpc: str = "127.0.0.1:18101"
+    triton_http: str = "127.0.0.1:18100"
+    gateway_port: int = 18080
+    control_port: int = 18081
+    base_port: int = 18100
+    config_dir: Path = BENCH_RESULTS / "config"
+    repository: Path = PROJECT_ROOT / "var" / "bench_repository"
+    state_dir: Path = PROJECT_ROOT / "var"
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """Where to send traffic: the gateway's base URL and one Triton worker (gRPC and HTTP)."""
+
+    gateway_url: str
+    triton_grpc: str
+    triton_http: str
+    started_here: bool
+
+
+def write_config(source: Path, target: Path, base_port: int) -> None:
+    """Copy ``source``'s models and tenants into ``target``; rewrite pools onto ``base_port``."""
+    target.mkdir(parents=True, exist_ok=True)
+    for name in ("models.yaml", "tenants.yaml"):
+        shutil.copyfile(source / name, target / name)
+    index = iter(range(1000))
+    text, count = _BASE_PORT.subn(lambda m: f"{m.group(1)}{base_port + 100 * next(index)}",
+                                  (source / "pools.yaml").read_text())
+    if count == 0:
+        raise ValueError(f"{source / 'pools.yaml'}: no base_port to rewrite")
+    (target / "pools.yaml").write_text(text)
+
+
+def check_running(options: StackOptions, timeout_s: float = 5.0) -> None:
+    """Raise ``RuntimeError`` unless the gateway and the Triton worker (HTTP) answer ready."""
+    for url in (f"{options.gateway_url}/readyz", f"http://{options.triton_http}/v2/health/ready"):
+        try:
+            status = httpx.get(url, timeout=timeout_s).status_code
+        except httpx.HTTPError as exc:
+            raise RuntimeError(f"{url}: {exc}") from exc
+        if status != 200:
+            raise RuntimeError(f"{url}: HTTP {status}; is the stack running and ready?")
+
+
+@contextlib.contextmanager
+def bench_stack(options: StackOptions, log: object = print) -> Iterator[Endpoints]:
+    """See the module docstring."""
+    if options.use_running:
+        check_running(options)
+        yield Endpoints(options.gateway_url, options.triton_grpc, options.triton_http, False)
+        return
+    write_config(PROJECT_ROOT / "config", options.config_dir, options.base_port)
+    paths = StackPaths(config_dir=options.config_dir, state_dir=options.state_dir,
+                       repository=options.repository)
+    worker = worker_addresses(load_config(paths))[0]
+    listen = Listen(gateway_host="127.0.0.1", gateway_port=options.gateway_port,
+                    control_port=options.control_port)
+    stack = LocalStack(paths, listen)
+    try:
+        stack.start(log=log)
+        yield Endpoints(f"http://127.0.0.1:{options.gateway_port}",
+                        f"{worker.host}:{worker.grpc_port}", f"{worker.host}:{worker.http_port}", True)
+    finally:
+        stack.stop()

@@ -1,0 +1,24 @@
+"""Shared fixtures: the project's paths and the artifacts that `make setup` built."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from control.paths import StackPaths
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def stack_paths() -> StackPaths:
+    return StackPaths()
+
+
+@pytest.fixture(scope="session")
+def artifacts_dir(stack_paths: StackPaths) -> Path:
+    path = stack_paths.artifacts
+    if not (path / "chat" / ".complete").exists():
+        pytest.fail("model artifacts are missing: run `make setup` first")
+    return path
