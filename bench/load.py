@@ -50,6 +50,7 @@ class RunResult:
     rps: float
     p50_ms: float
     p99_ms: float
+    max_ms: float
     error_samples: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -76,9 +77,12 @@ class _Tally:
             self.error_samples.append(text)
 
 
-async def _client(send: Send, first_index: int, tally: _Tally, request_timeout_s: float) -> None:
+async def _client(send: Send, first_index: int, tally: _Tally, request_timeout_s: float,
+                  think_s: float) -> None:
     index = first_index
     while time.perf_counter() < tally.window_end:
+        if think_s > 0 and index > first_index:
+            await asyncio.sleep(think_s)
         started = time.perf_counter()
         error: BaseException | None = None
         try:
@@ -92,11 +96,12 @@ async def _client(send: Send, first_index: int, tally: _Tally, request_timeout_s
 
 
 async def closed_loop(send: Send, concurrency: int, duration_s: float, warmup_s: float = 1.0,
-                      request_timeout_s: float = 30.0) -> RunResult:
-    """Run the closed loop described in the module docstring and return its numbers."""
+                      request_timeout_s: float = 30.0, think_s: float = 0.0) -> RunResult:
+    """Run the closed loop described in the module docstring and return its numbers; with
+    ``think_s`` > 0 each client pauses that long between an answer and its next request."""
     start = time.perf_counter()
     tally = _Tally(start + warmup_s, start + warmup_s + duration_s)
-    tasks = [asyncio.create_task(_client(send, c * 1000, tally, request_timeout_s))
+    tasks = [asyncio.create_task(_client(send, c * 1000, tally, request_timeout_s, think_s))
              for c in range(concurrency)]
     budget = warmup_s + duration_s + request_timeout_s + 5.0
     done, pending = await asyncio.wait(tasks, timeout=budget)
@@ -110,5 +115,6 @@ async def closed_loop(send: Send, concurrency: int, duration_s: float, warmup_s:
     return RunResult(
         requests=ok, errors=tally.errors, duration_s=duration_s, rps=ok / duration_s,
         p50_ms=percentile(tally.latencies_ms, 50), p99_ms=percentile(tally.latencies_ms, 99),
+        max_ms=max(tally.latencies_ms, default=math.nan),
         error_samples=tally.error_samples,
     )

@@ -64,7 +64,7 @@ def machine_facts() -> dict[str, Any]:
     memory_kb = int((_proc_field("/proc/meminfo", "MemTotal") or "0 kB").split()[0])
     return {"nproc": len(os.sched_getaffinity(0)), "cpu_model": model,
             "memory_gib": round(memory_kb / 2**20, 1), "kernel": platform.release(),
-            "python": platform.python_version()}
+            "python": platform.python_version(), "loadavg": [round(v, 2) for v in os.getloadavg()]}
 
 
 def _num(value: float, digits: int = 1) -> str:
@@ -107,12 +107,14 @@ def markdown(result: dict[str, Any]) -> str:
         "```", result["command"], "```", "",
         f"- Date: {result['date']}",
         f"- Machine: nproc {m['nproc']}, CPU {m['cpu_model']}, {m['memory_gib']} GiB RAM, "
-        f"Linux {m['kernel']}, Python {m['python']}",
+        f"Linux {m['kernel']}, Python {m['python']}; load average (1/5/15 min) at start {m['loadavg']}, "
+        f"at end {result.get('loadavg_end', 'n/a')}",
         f"- Stack: {'already running' if not result['endpoints']['started_here'] else 'started by the harness'};"
         f" gateway {result['endpoints']['gateway_url']}, Triton gRPC {result['endpoints']['triton_grpc']}",
         f"- Settings: {settings['repeats']} repeats x {settings['duration_s']} s per cell (+{settings['warmup_s']} s "
-        "warm-up), gateway and direct interleaved; medians over repeats. The load generator, the gateway and "
-        "Triton share the same CPUs.",
+        f"warm-up), gateway and direct interleaved; medians over repeats; think time {settings['think_ms']} ms "
+        "between an answer and the client's next request. The load generator, the gateway and Triton share "
+        "the same CPUs.",
     ]
     if result["batched"]:
         lines += ["", "## Batched models (closed loop)", "", *_batched_table(result["batched"])]

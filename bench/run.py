@@ -12,6 +12,7 @@ private stack is started on the bench ports and always stopped afterwards; with
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import json
 import math
@@ -46,7 +47,7 @@ def _ints(text: str) -> list[int]:
 
 async def measure_batched(endpoints: Endpoints, api_key: str, workload: Workload, models: list[str],
                           clients: list[int], repeats: int, duration_s: float,
-                          warmup_s: float) -> list[dict[str, Any]]:
+                          warmup_s: float, think_s: float) -> list[dict[str, Any]]:
     """Every (model, clients) cell, gateway and direct interleaved ``repeats`` times."""
     gateway = GatewayClient(endpoints.gateway_url, api_key, workload, max_connections=max(64, *clients))
     direct = DirectClient(endpoints.triton_grpc, workload)
@@ -57,7 +58,8 @@ async def measure_batched(endpoints: Endpoints, api_key: str, workload: Workload
                 runs: dict[str, list[RunResult]] = {"gateway": [], "direct": []}
                 for repeat in range(repeats):
                     for path, client in (("gateway", gateway), ("direct", direct)):
-                        result = await closed_loop(client.sender(model), count, duration_s, warmup_s)
+                        result = await closed_loop(client.sender(model), count, duration_s, warmup_s,
+                                                   think_s=think_s)
                         runs[path].append(result)
                         log(f"{model} x{count} {path} #{repeat + 1}: {result.rps:.1f} req/s, "
                             f"p50 {result.p50_ms:.1f} ms, p99 {result.p99_ms:.1f} ms, {result.errors} errors")
@@ -113,14 +115,15 @@ def command_line() -> str:
 
 
 async def measure(endpoints: Endpoints, api_key: str, models: list[str], clients: list[int],
-                  streams: list[int], repeats: int, duration_s: float, warmup_s: float) -> dict[str, Any]:
+                  streams: list[int], repeats: int, duration_s: float, warmup_s: float,
+                  think_s: float) -> dict[str, Any]:
     """The batched cells, then the chat cells, of the chosen models."""
     workload = Workload.build()
     batched = [m for m in models if m in BATCHED_MODELS]
     result: dict[str, Any] = {"batched": [], "chat": []}
     if batched:
         result["batched"] = await measure_batched(endpoints, api_key, workload, batched, clients,
-                                                  repeats, duration_s, warmup_s)
+                                                  repeats, duration_s, warmup_s, think_s)
     if "chat" in models:
         result["chat"] = await measure_chat(endpoints, api_key, streams, repeats, duration_s)
     return result
@@ -136,6 +139,7 @@ def main(
     repeats: Annotated[int, Opt(min=1, help="Runs per path per cell (gateway, direct alternate).")] = 3,
     duration_s: Annotated[float, Opt(min=0.5, help="Measured seconds per run.")] = 8.0,
     warmup_s: Annotated[float, Opt(min=0.0, help="Warm-up seconds before each measured run.")] = 1.0,
+    think_ms: Annotated[float, Opt(min=0.0, help="Pause between an answer and a client's next request.")] = 0.0,
     models: Annotated[str, Opt(help="Comma-separated subset of the models.")] = ",".join(ALL_MODELS),
     clients: Annotated[str, Opt(help="Closed-loop client counts for the batched models.")] = "1,4,16",
     chat_streams: Annotated[str, Opt(help="Concurrent stream counts for chat.")] = "1,4",
@@ -150,21 +154,28 @@ def main(
     unknown = sorted(set(chosen) - set(ALL_MODELS))
     if unknown:
         raise typer.BadParameter(f"unknown models {unknown}; choose from {list(ALL_MODELS)}")
-    command, started = command_line(), dt.datetime.now(dt.UTC)
+    command, started, machine = command_line(), dt.datetime.now(dt.UTC), machine_facts()
     options = StackOptions(use_running=use_running_stack, gateway_url=gateway_url.rstrip("/"),
                            triton_grpc=triton_grpc, triton_http=triton_http)
     with bench_stack(options, log=lambda m: log(str(m))) as endpoints:
         log(f"measuring {chosen} against {endpoints}")
         measured = asyncio.run(measure(endpoints, api_key, chosen, _ints(clients), _ints(chat_streams),
-                                       repeats, duration_s, warmup_s))
+                                       repeats, duration_s, warmup_s, think_ms / 1000.0))
     result = {
-        "command": command, "date": started.isoformat(timespec="seconds"), "machine": machine_facts(),
-        "endpoints": endpoints.__dict__, "elapsed_s": round(time.time() - started.timestamp(), 1),
-        "settings": {"repeats": repeats, "duration_s": duration_s, "warmup_s": warmup_s, "models": chosen,
+        "command": command, "date": started.isoformat(timespec="seconds"), "machine": machine,
+        "endpoints": dataclasses.asdict(endpoints), "elapsed_s": round(time.time() - started.timestamp(), 1),
+        "settings": {"repeats": repeats, "duration_s": duration_s, "warmup_s": warmup_s, "think_ms": think_ms,
+                     "models": chosen,
                      "clients": _ints(clients), "chat_streams": _ints(chat_streams),
                      "chat_max_tokens": CHAT_MAX_TOKENS},
         **measured,
     }
+    result["loadavg_end"] = [round(v, 2) for v in os.getloadavg()]
+    write_reports(result, out, markdown_path)
+
+
+def write_reports(result: dict[str, Any], out: Path, markdown_path: Path) -> None:
+    """The JSON (NaN as null) and the Markdown report, creating their folders."""
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(_clean(result), indent=1) + "\n")
     markdown_path.parent.mkdir(parents=True, exist_ok=True)

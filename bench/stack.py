@@ -90,9 +90,12 @@ def bench_stack(options: StackOptions, log: object = print) -> Iterator[Endpoint
     listen = Listen(gateway_host="127.0.0.1", gateway_port=options.gateway_port,
                     control_port=options.control_port)
     stack = LocalStack(paths, listen)
+    say = log if callable(log) else print
     try:
+        say(f"starting the bench stack: gateway :{options.gateway_port}, workers from :{options.base_port}")
         stack.start(log=log)
         yield Endpoints(f"http://127.0.0.1:{options.gateway_port}",
                         f"{worker.host}:{worker.grpc_port}", f"{worker.host}:{worker.http_port}", True)
     finally:
         stack.stop()
+        say("bench stack stopped")

@@ -14,7 +14,6 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import ORJSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from control.config import StackConfig, WorkloadKind, load_stack_config
@@ -24,6 +23,7 @@ from control.tenants import load_tenants
 from gateway.context import RequestContextMiddleware
 from gateway.errors import GatewayError, InvalidRequestError, UnprocessableError
 from gateway.metrics import GatewayMetrics
+from gateway.responses import JSONResponse
 from gateway.routes import health, kserve, openai, rerank
 from gateway.state import GatewayState
 from gateway.tokenization import LlmTokenizer, TextTokenizer
@@ -39,15 +39,23 @@ def load_tokenizers(config: StackConfig, paths: StackPaths, state: GatewayState)
             state.text_tokenizers[model.name] = TextTokenizer(artifacts / "tokenizer.json")
 
 
-def _error_response(request: Request, error: GatewayError) -> ORJSONResponse:
+def _error_response(request: Request, error: GatewayError) -> JSONResponse:
     request.scope.setdefault("state", {})["outcome"] = error.outcome_label
-    return ORJSONResponse(error.body(), status_code=error.status, headers=error.headers())
+    return JSONResponse(error.body(), status_code=error.status, headers=error.headers())
+
+
+_TYPE_TAGS = {"str", "int", "float", "bool", "dict", "list", "none"}
+
+
+def _is_field(part: object) -> bool:
+    """False for the union-member tags pydantic puts in error locations (``str``, ``list[str]``)."""
+    text = str(part)
+    return text != "body" and text.lower() not in _TYPE_TAGS and "[" not in text and not text[:1].isupper()
 
 
 def _validation_error(exc: RequestValidationError) -> GatewayError:
     first: dict[str, Any] = exc.errors()[0] if exc.errors() else {}
-    location = [str(part) for part in first.get("loc", ()) if part != "body"]
-    param = ".".join(location) or None
+    param = ".".join(str(part) for part in first.get("loc", ()) if _is_field(part)) or None
     if first.get("type") == "json_invalid":
         return InvalidRequestError(f"request body is not valid JSON: {first.get('msg', '')}",
                                    code="invalid_json")
@@ -58,21 +66,21 @@ def _validation_error(exc: RequestValidationError) -> GatewayError:
 
 
 def _install_error_handlers(app: FastAPI) -> None:
-    async def gateway_error(request: Request, exc: Exception) -> ORJSONResponse:
+    async def gateway_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, GatewayError)
         return _error_response(request, exc)
 
-    async def validation_error(request: Request, exc: Exception) -> ORJSONResponse:
+    async def validation_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
         return _error_response(request, _validation_error(exc))
 
-    async def http_error(request: Request, exc: Exception) -> ORJSONResponse:
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
         error = GatewayError(str(exc.detail), code=f"http_{exc.status_code}")
         error.status, error.type, error.outcome = exc.status_code, "invalid_request_error", "rejected"
         return _error_response(request, error)
 
-    async def unexpected_error(request: Request, exc: Exception) -> ORJSONResponse:
+    async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
         return _error_response(request, GatewayError("internal error; the request id identifies it"))
 
     app.add_exception_handler(GatewayError, gateway_error)
@@ -98,8 +106,7 @@ def create_app(paths: StackPaths, poll_interval_s: float = 1.0) -> FastAPI:
         finally:
             await pool.close()
 
-    app = FastAPI(title="Shunter gateway", version="0.1.0", lifespan=lifespan,
-                  default_response_class=ORJSONResponse)
+    app = FastAPI(title="Shunter gateway", version="0.1.0", lifespan=lifespan)
     for module in (openai, rerank, kserve, health):
         app.include_router(module.router)
     _install_error_handlers(app)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from gateway.errors import AuthenticationError
+from gateway.context import idempotency_key
+from gateway.errors import AuthenticationError, InvalidRequestError
 from scheduling.tenants import Tenant
 
 
@@ -18,4 +19,10 @@ def authenticate(request: Request) -> Tenant:
     if tenant is None:
         raise AuthenticationError("invalid API key")
     request.scope["state"]["tenant"] = tenant.name
+    idempotency = idempotency_key(request.scope)
+    if idempotency == "":
+        raise InvalidRequestError("Idempotency-Key must be 1-255 visible ASCII characters", param="Idempotency-Key")
+    if idempotency is not None:
+        request.scope["state"]["idempotency_key"] = idempotency
+        request.app.state.gateway.idempotency.remember(tenant.name, idempotency, request.scope["state"]["request_id"])
     return tenant  # type: ignore[no-any-return]

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
-from fastapi.responses import ORJSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from gateway.responses import JSONResponse
 from gateway.state import GatewayState
 
 router = APIRouter()
@@ -22,13 +22,13 @@ def _readiness(request: Request) -> tuple[bool, dict[str, bool]]:
 
 @router.get("/healthz")
 async def healthz() -> Any:
-    return ORJSONResponse({"status": "ok"})
+    return JSONResponse({"status": "ok"})
 
 
 @router.get("/readyz")
 async def readyz(request: Request) -> Any:
     ok, models = _readiness(request)
-    return ORJSONResponse({"ready": ok, "models": models}, status_code=200 if ok else 503)
+    return JSONResponse({"ready": ok, "models": models}, status_code=200 if ok else 503)
 
 
 @router.get("/v2/health/ready")
@@ -43,7 +43,7 @@ async def v2_live() -> Response:
 
 @router.get("/v2")
 async def v2_server_metadata() -> Any:
-    return ORJSONResponse({"name": "shunter", "version": "0.1.0", "extensions": ["binary_tensor_data"]})
+    return JSONResponse({"name": "shunter", "version": "0.1.0", "extensions": ["binary_tensor_data"]})
 
 
 @router.get("/metrics")

@@ -11,13 +11,13 @@ from typing import Annotated, Any
 
 import tritonclient.grpc.aio as grpcclient
 from fastapi import APIRouter, Depends, Request, Response
-from fastapi.responses import ORJSONResponse
 from tritonclient.utils import InferenceServerException
 
 from control.config import ModelSpec, WorkloadKind
 from gateway.auth import authenticate
 from gateway.errors import InvalidRequestError, ModelNotFoundError, PayloadTooLargeError
 from gateway.kserve_codec import Tensor, decode_request, encode_response
+from gateway.responses import JSONResponse
 from gateway.state import GatewayState
 from gateway.workers import map_triton_error
 from scheduling.tenants import Tenant
@@ -101,7 +101,7 @@ async def _metadata(request: Request, tenant: Tenant, name: str, version: str | 
     def tensors(key: str) -> list[dict[str, Any]]:
         return [{"name": t["name"], "datatype": t["datatype"], "shape": [int(d) for d in t["shape"]]}
                 for t in meta.get(key, [])]
-    return ORJSONResponse({"name": spec.name, "versions": [str(spec.version)], "platform": meta.get("platform", ""),
+    return JSONResponse({"name": spec.name, "versions": [str(spec.version)], "platform": meta.get("platform", ""),
                            "inputs": tensors("inputs"), "outputs": tensors("outputs")})
 
 

@@ -8,13 +8,13 @@ from typing import Annotated, Any
 
 import numpy as np
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import ORJSONResponse
 from sse_starlette import EventSourceResponse
 
 from control.config import WorkloadKind
 from gateway.auth import authenticate
 from gateway.batched import infer_rows, text_rows
 from gateway.errors import ContextLengthExceededError, InvalidRequestError
+from gateway.responses import JSONResponse
 from gateway.routes.generation import Call, build_generation, check_unsupported, collect, sse_stream, usage
 from gateway.schemas import ChatCompletionRequest, ChatMessage, CompletionRequest, EmbeddingRequest, as_list
 from gateway.state import GatewayState
@@ -75,7 +75,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, tenant
                             lambda u: {**base, "choices": [], "usage": u})
         return EventSourceResponse(stream, ping=SSE_PING_S, sep="\n")
     text, last = await collect(state, call)
-    return ORJSONResponse({
+    return JSONResponse({
         "id": chunk_id, "object": "chat.completion", "created": call.created, "model": body.model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                      "logprobs": None, "finish_reason": last.finish_reason}],
@@ -103,7 +103,7 @@ async def completions(body: CompletionRequest, request: Request, tenant: TenantD
                             include_usage, lambda u: {**base, "choices": [], "usage": u})
         return EventSourceResponse(stream, ping=SSE_PING_S, sep="\n")
     text, last = await collect(_state(request), call)
-    return ORJSONResponse({
+    return JSONResponse({
         **base,
         "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": last.finish_reason}],
         "usage": usage(last),
@@ -133,7 +133,7 @@ async def embeddings(body: EmbeddingRequest, request: Request, tenant: TenantDep
             for i, v in enumerate(vectors)]
     total = sum(counts)
     state.metrics.tokens.labels(tenant.name, model.name, "prompt").inc(total)
-    return ORJSONResponse({"object": "list", "data": data, "model": body.model,
+    return JSONResponse({"object": "list", "data": data, "model": body.model,
                            "usage": {"prompt_tokens": total, "total_tokens": total}})
 
 
@@ -147,7 +147,7 @@ def _encode_vector(vector: np.ndarray, encoding_format: str) -> Any:
 async def list_models(request: Request, tenant: TenantDep) -> Any:
     state = _state(request)
     models = [m for m in state.served_models() if tenant.may_use_model(m.name)]
-    return ORJSONResponse({"object": "list", "data": [
+    return JSONResponse({"object": "list", "data": [
         {"id": m.name, "object": "model", "created": 0, "owned_by": "shunter",
          "kind": m.kind.value, "version": m.version}
         for m in models

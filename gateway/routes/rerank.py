@@ -6,12 +6,12 @@ from typing import Annotated, Any
 
 import numpy as np
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import ORJSONResponse
 
 from control.config import WorkloadKind
 from gateway.auth import authenticate
 from gateway.batched import infer_rows, text_rows
 from gateway.errors import ContextLengthExceededError
+from gateway.responses import JSONResponse
 from gateway.schemas import RerankRequest
 from gateway.state import GatewayState
 from scheduling.tenants import Tenant
@@ -43,5 +43,5 @@ async def rerank(body: RerankRequest, request: Request,
         if body.return_documents:
             entry["document"] = {"text": documents[index]}
         results.append(entry)
-    return ORJSONResponse({"id": request.scope["state"]["request_id"], "model": body.model,
+    return JSONResponse({"id": request.scope["state"]["request_id"], "model": body.model,
                            "results": results})

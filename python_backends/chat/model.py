@@ -6,6 +6,7 @@ request with exactly one FINAL flag. A request cancelled by its client stops gen
 next token.
 """
 
+import contextlib
 import json
 import queue
 import random
@@ -52,6 +53,7 @@ class TritonPythonModel:
             n_threads=int(params.get("n_threads", "2")),
         )
         self.rng = random.Random()
+        self._init_metrics(args["model_name"])
         self.jobs = queue.Queue()
         self.warm = threading.Event()
         self.worker = threading.Thread(target=self._serve, name="chat-engine", daemon=True)
@@ -76,6 +78,34 @@ class TritonPythonModel:
             self.jobs.put((request, sender, prompt, params))
         return None
 
+    def _init_metrics(self, model_name):
+        """Custom Triton metrics: requests by finish reason, generated tokens."""
+        finished = pb_utils.MetricFamily(
+            name="shunter_llm_requests_finished_total",
+            description="Generations ended, by finish reason (stop, length, cancelled, error)",
+            kind=pb_utils.MetricFamily.COUNTER)
+        self.finished = {reason: finished.Metric(labels={"model": model_name, "finish_reason": reason})
+                         for reason in ("stop", "length", "cancelled", "error")}
+        tokens = pb_utils.MetricFamily(
+            name="shunter_llm_generated_tokens_total", description="Tokens generated",
+            kind=pb_utils.MetricFamily.COUNTER)
+        self.generated_tokens = tokens.Metric(labels={"model": model_name})
+        self.metric_families = (finished, tokens)  # a family must outlive its metrics
+
+    def _generate(self, request, sender, prompt, params):
+        """Stream one request's deltas; return its finish reason."""
+        for delta in self.engine.generate(prompt, params, request.is_cancelled):
+            if delta.finish_reason is None:
+                sender.send(_response(delta))
+                continue
+            self.generated_tokens.increment(delta.completion_tokens)
+            if delta.finish_reason == "cancelled":
+                sender.send(flags=FINAL)
+            else:
+                sender.send(_response(delta), flags=FINAL)
+            return delta.finish_reason
+        return "error"
+
     def _serve(self):
         # Every llama.cpp call stays on this one thread: its OpenMP team belongs to the calling
         # thread, and a second team (e.g. from warming up on the main thread) keeps spinning and
@@ -90,18 +120,16 @@ class TritonPythonModel:
                 return
             request, sender, prompt, params = job
             try:
-                for delta in self.engine.generate(prompt, params, request.is_cancelled):
-                    if delta.finish_reason is None:
-                        sender.send(_response(delta))
-                    elif delta.finish_reason == "cancelled":
-                        sender.send(flags=FINAL)
-                    else:
-                        sender.send(_response(delta), flags=FINAL)
+                reason = self._generate(request, sender, prompt, params)
             except InvalidInputError as exc:
+                reason = "error"
                 sender.send(_error(str(exc)), flags=FINAL)
             except Exception as exc:  # the request fails, the model keeps serving others
+                reason = "error"
                 failure = pb_utils.TritonError(f"generation failed: {exc}")
                 sender.send(pb_utils.InferenceResponse(error=failure), flags=FINAL)
+            with contextlib.suppress(Exception):  # metrics must never stop the engine thread
+                self.finished[reason].increment(1)
 
     def finalize(self):
         self.jobs.put(None)

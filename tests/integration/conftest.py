@@ -1,0 +1,66 @@
+"""One real local stack (Triton workers + gateway) per test session, on ports of its own.
+
+The stack uses a copy of the shipped configuration whose pool listens on ``WORKER_BASE_PORT``,
+a temporary state directory whose ``artifacts`` links to the artifacts `make setup` built, and a
+temporary model repository; it is stopped (Triton cleanly, clients first) at the end.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from control.paths import StackPaths
+from control.stack import Listen, LocalStack, load_config
+from control.supervisor import WorkerAddress, worker_addresses
+
+GATEWAY_PORT = 28080
+CONTROL_PORT = 28081
+WORKER_BASE_PORT = 28100
+KEYS = {"premium": "demo-premium-key", "standard": "demo-standard-key", "batch": "demo-batch-key"}
+
+
+@dataclass(frozen=True)
+class RunningStack:
+    url: str
+    paths: StackPaths
+    worker: WorkerAddress
+    stack: LocalStack
+
+    def client(self, key: str = KEYS["premium"], timeout_s: float = 120.0) -> httpx.Client:
+        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {key}"}, timeout=timeout_s)
+
+
+def make_paths(root: Path, base_port: int, models: tuple[str, ...] | None = None) -> StackPaths:
+    """A config dir copying the shipped one with the pool moved to ``base_port`` (and optionally
+    serving only ``models``), plus a state dir that reuses the built artifacts."""
+    shipped = StackPaths()
+    config_dir, state_dir = root / "config", root / "state"
+    config_dir.mkdir(parents=True)
+    state_dir.mkdir(parents=True)
+    for name in ("models.yaml", "tenants.yaml"):
+        shutil.copy(shipped.config_dir / name, config_dir / name)
+    pools = yaml.safe_load(shipped.pools_file.read_text())
+    pools["pools"][0]["base_port"] = base_port
+    if models is not None:
+        pools["pools"][0]["models"] = list(models)
+    (config_dir / "pools.yaml").write_text(yaml.safe_dump(pools))
+    (state_dir / "artifacts").symlink_to(shipped.artifacts)
+    return StackPaths(config_dir=config_dir, state_dir=state_dir, repository=root / "repository")
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory, artifacts_dir: Path) -> Iterator[RunningStack]:
+    paths = make_paths(tmp_path_factory.mktemp("stack"), WORKER_BASE_PORT)
+    local = LocalStack(paths, Listen(gateway_port=GATEWAY_PORT, control_port=CONTROL_PORT))
+    local.start(log=lambda _: None)
+    try:
+        yield RunningStack(f"http://127.0.0.1:{GATEWAY_PORT}", paths, worker_addresses(load_config(paths))[0], local)
+    finally:
+        local.stop()

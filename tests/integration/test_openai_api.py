@@ -1,0 +1,80 @@
+"""The OpenAI-compatible API through the official openai SDK, unchanged, against the real stack."""
+
+from __future__ import annotations
+
+import numpy as np
+import openai
+import pytest
+
+from tests.integration.conftest import KEYS, RunningStack
+
+pytestmark = pytest.mark.integration
+QUESTION = [{"role": "user", "content": "What is the capital of France? Answer in one word."}]
+
+
+@pytest.fixture(scope="module")
+def sdk(stack: RunningStack) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{stack.url}/v1", api_key=KEYS["standard"], max_retries=0, timeout=120)
+
+
+def test_models_list_shows_every_served_model(sdk: openai.OpenAI) -> None:
+    assert {m.id for m in sdk.models.list()} == {"chat", "embed", "rerank", "vision", "tabular"}
+
+
+def test_chat_completion_answers_with_usage(sdk: openai.OpenAI) -> None:
+    response = sdk.chat.completions.create(model="chat", messages=QUESTION, temperature=0, max_tokens=20)
+    choice = response.choices[0]
+    assert "Paris" in (choice.message.content or "")
+    assert choice.finish_reason == "stop"
+    assert response.usage is not None and response.usage.prompt_tokens > 10
+    assert response.usage.total_tokens == response.usage.prompt_tokens + response.usage.completion_tokens
+
+
+def test_streamed_chat_yields_tokens_then_finish_and_usage(sdk: openai.OpenAI) -> None:
+    chunks = list(sdk.chat.completions.create(model="chat", messages=QUESTION, temperature=0, max_tokens=20,
+                                              stream=True, stream_options={"include_usage": True}))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert "Paris" in text
+    assert sum(1 for c in chunks if c.choices and c.choices[0].delta.content) >= 3  # streamed, not one blob
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
+
+
+def test_raw_sse_stream_ends_with_done(stack: RunningStack) -> None:
+    body = {"model": "chat", "messages": QUESTION, "max_tokens": 8, "stream": True, "temperature": 0}
+    with stack.client() as client, client.stream("POST", "/v1/chat/completions", json=body) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        data = [line for line in response.iter_lines() if line.startswith("data: ")]
+    assert data[-1] == "data: [DONE]"
+
+
+def test_completions_streamed_and_not_agree(sdk: openai.OpenAI) -> None:
+    whole = sdk.completions.create(model="chat", prompt="The capital of France is", max_tokens=6, temperature=0)
+    streamed = "".join(c.choices[0].text for c in sdk.completions.create(
+        model="chat", prompt="The capital of France is", max_tokens=6, temperature=0, stream=True))
+    assert "Paris" in whole.choices[0].text
+    assert streamed == whole.choices[0].text
+    assert whole.usage is not None and whole.usage.completion_tokens == 6
+
+
+def test_embeddings_are_real_sentence_embeddings(sdk: openai.OpenAI) -> None:
+    texts = ["A cat sleeps on the sofa.", "A kitten naps on the couch.", "Stock markets fell sharply."]
+    response = sdk.embeddings.create(model="embed", input=texts)
+    vectors = np.array([d.embedding for d in sorted(response.data, key=lambda d: d.index)])
+    assert vectors.shape == (3, 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
+    assert vectors[0] @ vectors[1] > 0.6 > vectors[0] @ vectors[2]
+    assert response.usage.prompt_tokens > 0
+
+
+def test_embeddings_larger_than_a_triton_batch_keep_their_order(sdk: openai.OpenAI) -> None:
+    texts = [f"sentence number {i}" for i in range(150)]
+    many = sdk.embeddings.create(model="embed", input=texts)
+    one = sdk.embeddings.create(model="embed", input=texts[137])
+    assert np.allclose(many.data[137].embedding, one.data[0].embedding, atol=1e-4)
+
+
+def test_base64_embeddings_decode_to_the_same_vectors(sdk: openai.OpenAI) -> None:
+    floats = sdk.embeddings.create(model="embed", input="hello")
+    encoded = sdk.embeddings.create(model="embed", input="hello", encoding_format="base64")
+    assert np.allclose(floats.data[0].embedding, encoded.data[0].embedding, atol=1e-6)

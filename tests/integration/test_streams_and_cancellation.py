@@ -1,0 +1,76 @@
+"""Response routing under concurrency, and cancellation of an abandoned stream, on the real stack."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+
+import httpx
+import pytest
+
+from tests.integration.conftest import KEYS, RunningStack
+
+pytestmark = pytest.mark.integration
+TOPICS = ["trains", "the sea", "autumn", "coffee", "mountains", "a cat", "the moon", "bread", "rain", "music",
+          "a library", "winter", "bees", "a lighthouse", "chess", "the desert"]
+
+
+async def _stream_text(client: httpx.AsyncClient, topic: str) -> str:
+    body = {"model": "chat", "messages": [{"role": "user", "content": f"Write one sentence about {topic}."}],
+            "max_tokens": 24, "temperature": 0, "stream": True}
+    parts = []
+    async with client.stream("POST", "/v1/chat/completions", json=body) as response:
+        assert response.status_code == 200
+        async for line in response.aiter_lines():
+            if line.startswith("data: {"):
+                import json
+
+                chunk = json.loads(line[6:])
+                assert "error" not in chunk, chunk
+                parts.append(chunk["choices"][0]["delta"].get("content", ""))
+    return "".join(parts)
+
+
+async def _run_streams(url: str, topics: list[str], concurrently: bool) -> list[str]:
+    headers = {"Authorization": f"Bearer {KEYS['batch']}"}
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=300) as client:
+        if concurrently:
+            return list(await asyncio.gather(*(_stream_text(client, t) for t in topics)))
+        return [await _stream_text(client, t) for t in topics]
+
+
+def test_sixteen_concurrent_streams_each_get_their_own_output(stack: RunningStack) -> None:
+    solo = asyncio.run(_run_streams(stack.url, TOPICS, concurrently=False))
+    together = asyncio.run(_run_streams(stack.url, TOPICS, concurrently=True))
+    assert len(set(solo)) == len(TOPICS)  # different prompts, different answers
+    identical = sum(a == b for a, b in zip(solo, together, strict=True))
+    assert identical == len(TOPICS), list(zip(solo, together, strict=True))
+
+
+def _worker_counter(stack: RunningStack, name: str, labels: str) -> float:
+    text = httpx.get(f"http://127.0.0.1:{stack.worker.metrics_port}/metrics", timeout=10).text
+    match = re.search(rf"^{name}{{{labels}}} ([0-9.e+]+)$", text, re.MULTILINE)
+    return float(match.group(1)) if match else 0.0
+
+
+def test_client_disconnect_cancels_generation_in_the_model(stack: RunningStack) -> None:
+    labels = 'finish_reason="cancelled",model="chat"'
+    cancelled_before = _worker_counter(stack, "shunter_llm_requests_finished_total", labels)
+    tokens_before = _worker_counter(stack, "shunter_llm_generated_tokens_total", 'model="chat"')
+    body = {"model": "chat", "messages": [{"role": "user", "content": "Write a very long story about a dragon."}],
+            "max_tokens": 3000, "temperature": 0.8, "stream": True}
+    with stack.client() as client, client.stream("POST", "/v1/chat/completions", json=body) as response:
+        received = 0
+        for line in response.iter_lines():
+            received += line.startswith("data: {")
+            if received >= 5:
+                break  # leaving the block closes the connection mid-stream
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if _worker_counter(stack, "shunter_llm_requests_finished_total", labels) > cancelled_before:
+            break
+        time.sleep(0.2)
+    assert _worker_counter(stack, "shunter_llm_requests_finished_total", labels) == cancelled_before + 1
+    generated = _worker_counter(stack, "shunter_llm_generated_tokens_total", 'model="chat"') - tokens_before
+    assert generated < 300  # stopped long before max_tokens
