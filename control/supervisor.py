@@ -10,6 +10,7 @@ shared-memory regions the worker left under its unique prefix.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -70,7 +71,7 @@ class WorkerProcess:
         self._settings = settings
         self._repository = repository
         self.log_path = log_dir / f"{address.name}.log"
-        self._shm_prefix = f"shunter_{os.getpid()}_{address.name}_"
+        self.shm_prefix = f"shunter_{os.getpid()}_{address.name}_"
         self.process: subprocess.Popen[bytes] | None = None
         self.restarts = 0
 
@@ -87,7 +88,7 @@ class WorkerProcess:
             "--disable-auto-complete-config",
             "--strict-readiness=true",
             f"--exit-timeout-secs={self._settings.exit_timeout_s}",
-            f"--backend-config=python,shm-region-prefix-name={self._shm_prefix}",
+            f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
             "--log-verbose=0",
             *self._settings.extra_args,
         ]
@@ -145,11 +146,23 @@ class WorkerProcess:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(timeout=10)
+        self._kill_orphaned_stubs(process.pid)
         self._remove_leftover_shm()
         return process.returncode
 
+    @staticmethod
+    def _kill_orphaned_stubs(group: int) -> None:
+        """A server that died abruptly leaves its python-backend stubs running in its process
+        group (the worker was started in a session of its own); end them."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signal.SIGKILL)
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                os.killpg(group, 0)  # raises ProcessLookupError once the group is gone
+                time.sleep(0.05)
+
     def _remove_leftover_shm(self) -> None:
-        for region in SHM_DIR.glob(f"{self._shm_prefix}*"):
+        for region in SHM_DIR.glob(f"{self.shm_prefix}*"):
             region.unlink(missing_ok=True)
 
 

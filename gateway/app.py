@@ -41,7 +41,9 @@ def load_tokenizers(config: StackConfig, paths: StackPaths, state: GatewayState)
 
 def _error_response(request: Request, error: GatewayError) -> JSONResponse:
     request.scope.setdefault("state", {})["outcome"] = error.outcome_label
-    return JSONResponse(error.body(), status_code=error.status, headers=error.headers())
+    kserve = request.url.path.startswith("/v2/")
+    body = error.kserve_body() if kserve else error.body()
+    return JSONResponse(body, status_code=error.status, headers=error.headers())
 
 
 _TYPE_TAGS = {"str", "int", "float", "bool", "dict", "list", "none"}

@@ -13,7 +13,9 @@
     └── UpstreamError                 502 upstream_error          (worker failed after retries)
 
 Every error carries the outcome label that metrics and the state store record.
-The body is OpenAI's: ``{"error": {"type", "code", "message", "param"}}``.
+The body is OpenAI's: ``{"error": {"type", "code", "message", "param"}}``; on the KServe v2 routes
+it is the v2 protocol's ``{"error": "<message>"}`` (what tritonclient parses) with ``type``,
+``code`` and ``param`` beside it.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ class GatewayError(Exception):
     def body(self) -> dict[str, Any]:
         return {"error": {"type": self.type, "code": self.code, "message": self.message,
                           "param": self.param}}
+
+    def kserve_body(self) -> dict[str, Any]:
+        return {"error": self.message, "type": self.type, "code": self.code, "param": self.param}
 
     def headers(self) -> dict[str, str]:
         return {"Retry-After": str(self.retry_after_s)} if self.retry_after_s is not None else {}

@@ -12,7 +12,12 @@ CHAT = {"model": "chat", "messages": [{"role": "user", "content": "hi"}], "max_t
 
 def _assert_error(response, status: int, code: str | None = None, param: str | None = None) -> None:  # type: ignore[no-untyped-def]
     assert response.status_code == status, response.text
-    error = response.json()["error"]
+    body = response.json()
+    if response.url.path.startswith("/v2/"):  # the KServe v2 shape: "error" is the message
+        message = body.pop("error")
+        error = {**body, "message": message}
+    else:
+        error = body["error"]
     assert set(error) == {"type", "code", "message", "param"}
     assert error["message"]
     if code is not None:

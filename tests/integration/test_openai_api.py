@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 import numpy as np
 import openai
 import pytest
@@ -77,4 +79,5 @@ def test_embeddings_larger_than_a_triton_batch_keep_their_order(sdk: openai.Open
 def test_base64_embeddings_decode_to_the_same_vectors(sdk: openai.OpenAI) -> None:
     floats = sdk.embeddings.create(model="embed", input="hello")
     encoded = sdk.embeddings.create(model="embed", input="hello", encoding_format="base64")
-    assert np.allclose(floats.data[0].embedding, encoded.data[0].embedding, atol=1e-6)
+    decoded = np.frombuffer(base64.b64decode(encoded.data[0].embedding), dtype="<f4")  # type: ignore[arg-type]
+    assert np.allclose(floats.data[0].embedding, decoded, atol=1e-6)

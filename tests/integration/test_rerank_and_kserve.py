@@ -15,7 +15,11 @@ from tritonclient.utils import InferenceServerException
 from tests.integration.conftest import GATEWAY_PORT, KEYS, RunningStack
 
 pytestmark = pytest.mark.integration
-AUTH = {"Authorization": f"Bearer {KEYS['premium']}"}
+
+
+def auth() -> dict[str, str]:
+    """A fresh header dict per call: tritonclient.http adds its own headers to the dict it is given."""
+    return {"Authorization": f"Bearer {KEYS['premium']}"}
 
 
 def test_rerank_orders_documents_by_relevance(stack: RunningStack) -> None:
@@ -49,7 +53,7 @@ def _classify(
 ) -> httpclient.InferResult:
     tensor = httpclient.InferInput("image", [len(images), 1], "BYTES")
     tensor.set_data_from_numpy(np.array([[i] for i in images], dtype=np.object_))
-    return client.infer("vision", [tensor], model_version=version, headers=AUTH)
+    return client.infer("vision", [tensor], model_version=version, headers=auth())
 
 
 def test_vision_classifies_real_photos_through_the_v2_protocol(kserve: httpclient.InferenceServerClient) -> None:
@@ -75,12 +79,12 @@ def test_tabular_classifies_digits_with_binary_and_json_tensors(kserve: httpclie
         tensor = httpclient.InferInput("features", [256, 64], "FP32")
         tensor.set_data_from_numpy(digits.data[:256].astype(np.float32), binary_data=binary)
         output = httpclient.InferRequestedOutput("class_id", binary_data=binary)
-        result = kserve.infer("tabular", [tensor], outputs=[output], headers=AUTH)
+        result = kserve.infer("tabular", [tensor], outputs=[output], headers=auth())
         assert (result.as_numpy("class_id").reshape(-1) == digits.target[:256]).mean() > 0.95
 
 
 def test_model_metadata_and_health(kserve: httpclient.InferenceServerClient, stack: RunningStack) -> None:
-    meta = kserve.get_model_metadata("tabular", headers=AUTH)
+    meta = kserve.get_model_metadata("tabular", headers=auth())
     assert meta["name"] == "tabular" and meta["versions"] == ["1"]
     assert meta["inputs"] == [{"name": "features", "datatype": "FP32", "shape": [-1, 64]}]
     assert kserve.is_server_ready()

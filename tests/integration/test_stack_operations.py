@@ -71,4 +71,4 @@ def test_supervisor_restarts_a_worker_that_dies(tmp_path: Path, artifacts_dir: P
     finally:
         supervisor.stop()
     assert not worker.alive()
-    assert not list(Path("/dev/shm").glob("shunter_*_local-cpu-0_*"))
+    assert not list(Path("/dev/shm").glob(f"{worker.shm_prefix}*"))
