@@ -1,7 +1,8 @@
 """Streaming generation (the ``chat`` model): through the gateway (SSE) and direct (gRPC stream).
 
 ``GatewayChat.stream()`` and ``DirectChat.stream()`` each run one generation of the fixed prompt
-(greedy, ``CHAT_MAX_TOKENS``) and return its ``StreamTiming``, or raise. Times are taken when a
+(greedy, ``CHAT_MAX_TOKENS``) and return its ``StreamTiming``, or raise (also when nothing
+arrives for ``idle_timeout_s``). Times are taken when a
 chunk with text arrives at the client. ``run_streams(stream, streams, duration_s)`` runs
 ``streams`` concurrent clients, each starting generations back to back until ``duration_s`` has
 passed (at least one each); it returns every timing and the error count, bounded by
@@ -13,9 +14,9 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import numpy as np
@@ -24,6 +25,22 @@ import tritonclient.grpc.aio as grpcclient
 
 from bench.clients import TRITON_PRIORITY, BadResponse
 from bench.workload import CHAT_MAX_TOKENS, CHAT_PROMPT, CHAT_SYSTEM, CHAT_USER
+
+IDLE_TIMEOUT_S = 20.0
+T = TypeVar("T")
+
+
+async def with_idle_timeout(items: AsyncIterable[T], idle_timeout_s: float) -> AsyncIterator[T]:
+    """Yield from ``items``; raise ``BadResponse`` when the next item takes over ``idle_timeout_s``."""
+    iterator = aiter(items)
+    while True:
+        try:
+            item = await asyncio.wait_for(anext(iterator), idle_timeout_s)
+        except StopAsyncIteration:
+            return
+        except TimeoutError:
+            raise BadResponse(f"nothing received for {idle_timeout_s:.0f} s") from None
+        yield item
 
 
 @dataclass(frozen=True)
@@ -54,8 +71,9 @@ def timing(started: float, chunk_times: list[float], completion_tokens: int) -> 
 class GatewayChat:
     """``POST /v1/chat/completions`` with ``stream: true``, read as SSE."""
 
-    def __init__(self, http: httpx.AsyncClient) -> None:
+    def __init__(self, http: httpx.AsyncClient, idle_timeout_s: float = IDLE_TIMEOUT_S) -> None:
         self.http = http
+        self.idle_timeout_s = idle_timeout_s
         self.body = orjson.dumps({
             "model": "chat", "stream": True, "stream_options": {"include_usage": True},
             "max_tokens": CHAT_MAX_TOKENS, "temperature": 0,
@@ -70,9 +88,13 @@ class GatewayChat:
                                     headers={"Content-Type": "application/json"}) as response:
             if response.status_code != 200:
                 raise BadResponse(f"HTTP {response.status_code}: {(await response.aread())[:200]!r}")
-            async for line in response.aiter_lines():
-                if not line.startswith("data:"):
+            last_data = time.perf_counter()
+            async for line in with_idle_timeout(response.aiter_lines(), self.idle_timeout_s):
+                if not line.startswith("data:"):  # an SSE ping or comment: not progress
+                    if time.perf_counter() - last_data > self.idle_timeout_s:
+                        raise BadResponse(f"no data for {self.idle_timeout_s:.0f} s")
                     continue
+                last_data = time.perf_counter()
                 data = line[5:].strip()
                 if data == "[DONE]":
                     done = True
@@ -93,8 +115,9 @@ class GatewayChat:
 class DirectChat:
     """One ``stream_infer`` call per generation on a Triton worker's gRPC port."""
 
-    def __init__(self, grpc_url: str) -> None:
+    def __init__(self, grpc_url: str, idle_timeout_s: float = IDLE_TIMEOUT_S) -> None:
         self.grpc = grpcclient.InferenceServerClient(grpc_url)
+        self.idle_timeout_s = idle_timeout_s
         self.inputs = [
             _tensor("prompt", np.array([CHAT_PROMPT.encode()], dtype=np.object_), "BYTES"),
             _tensor("max_tokens", np.array([CHAT_MAX_TOKENS], dtype=np.int32), "INT32"),
@@ -112,7 +135,7 @@ class DirectChat:
         times: list[float] = []
         call = self.grpc.stream_infer(requests())
         try:
-            async for result, error in call:
+            async for result, error in with_idle_timeout(call, self.idle_timeout_s):
                 if error is not None:
                     raise BadResponse(f"triton: {error}")
                 if result.as_numpy("text_output").reshape(-1)[0]:

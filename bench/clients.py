@@ -27,7 +27,6 @@ from bench.workload import Workload
 BATCHED_MODELS: tuple[str, ...] = ("embed", "rerank", "vision", "tabular")
 EMBED_DIM = 384
 RERANK_TOP_N = 3
-TOP_K = 5
 DIGIT_VARIANTS = 256
 # Tenant priority the gateway gives the premium tenant; direct requests use the same.
 TRITON_PRIORITY = 1
@@ -120,8 +119,8 @@ def _check_rerank(answer: Any) -> None:
 
 def _check_kserve(model: str) -> Callable[[Any], None]:
     def check(answer: Any) -> None:
-        names = {o.get("name") for o in answer.get("outputs", ())}
-        _check(set(OUTPUTS[model]) <= names, f"{model} outputs {sorted(map(str, names))}")
+        shapes = {o.get("name"): o.get("shape", [0])[0] for o in answer.get("outputs", ())}
+        _check(all(shapes.get(name) == 1 for name in OUTPUTS[model]), f"{model} outputs {shapes}")
 
     return check
 

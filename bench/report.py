@@ -95,27 +95,30 @@ def _chat_table(cells: list[dict[str, Any]]) -> list[str]:
         s = cell["summary"]
         lines.append(
             f"| {cell['path']} | {cell['streams']} | {_num(s['ttft_p50_ms'])} | {_num(s['itl_p50_ms'])} | "
-            f"{_num(s['tokens_per_s_per_stream'])} | {_with_errors(str(s['generations']), s['errors'])} | "
+            f"{_num(s['tokens_per_s_per_stream'])} | "
+            f"{'skipped' if s.get('skipped') else _with_errors(str(s['generations']), s['errors'])} | "
             f"{_num(s['aggregate_tokens_per_s'])} |")
     return lines
 
 
 def markdown(result: dict[str, Any]) -> str:
     """The report: command, date, machine, settings, then the two tables and the error samples."""
-    m, settings = result["machine"], result["settings"]
+    m, settings, endpoints = result["machine"], result["settings"], result.get("endpoints", {})
     lines = [
         "```", result["command"], "```", "",
         f"- Date: {result['date']}",
         f"- Machine: nproc {m['nproc']}, CPU {m['cpu_model']}, {m['memory_gib']} GiB RAM, "
         f"Linux {m['kernel']}, Python {m['python']}; load average (1/5/15 min) at start {m['loadavg']}, "
         f"at end {result.get('loadavg_end', 'n/a')}",
-        f"- Stack: {'already running' if not result['endpoints']['started_here'] else 'started by the harness'};"
-        f" gateway {result['endpoints']['gateway_url']}, Triton gRPC {result['endpoints']['triton_grpc']}",
+        f"- Stack: {'started by the harness' if endpoints.get('started_here') else 'already running'};"
+        f" gateway {endpoints.get('gateway_url')}, Triton gRPC {endpoints.get('triton_grpc')}",
         f"- Settings: {settings['repeats']} repeats x {settings['duration_s']} s per cell (+{settings['warmup_s']} s "
         f"warm-up), gateway and direct interleaved; medians over repeats; think time {settings['think_ms']} ms "
         "between an answer and the client's next request. The load generator, the gateway and Triton share "
         "the same CPUs.",
     ]
+    if result.get("partial", True):
+        lines += ["", "**Partial results: the run did not finish.**"]
     if result["batched"]:
         lines += ["", "## Batched models (closed loop)", "", *_batched_table(result["batched"])]
     if result["chat"]:
@@ -134,6 +137,8 @@ def _error_samples(result: dict[str, Any]) -> list[str]:
             for run in cell["runs"][path]:
                 samples += [f"{cell['model']} x{cell['clients']} {path}: {e}" for e in run["error_samples"]]
     for cell in result["chat"]:
+        if cell["summary"].get("skipped"):
+            samples.append(f"chat x{cell['streams']} {cell['path']}: skipped, {cell['summary']['skipped']}")
         for run in cell["runs"]:
             samples += [f"chat x{cell['streams']} {cell['path']}: {e}" for e in run["error_samples"]]
     return list(dict.fromkeys(samples))[:20]

@@ -4,9 +4,10 @@
 [--repeats 3] [--duration-s 8] [--models embed,rerank,vision,tabular,chat]``
 
 For each batched model and each client count, gateway and direct runs alternate (gw, direct,
-gw, direct, ...) ``--repeats`` times each; chat does the same per stream count. By default a
-private stack is started on the bench ports and always stopped afterwards; with
-``--use-running-stack`` the given URLs are measured instead.
+gw, direct, ...) ``--repeats`` times each; chat does the same per stream count. Both reports are
+rewritten after every cell (marked ``partial`` until the end), so an interrupted run keeps what
+it measured. By default a private stack is started on the bench ports and always stopped
+afterwards; with ``--use-running-stack`` the given URLs are measured instead.
 """
 
 from __future__ import annotations
@@ -41,61 +42,114 @@ def log(message: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def _ints(text: str) -> list[int]:
-    return [int(part) for part in text.split(",") if part.strip()]
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """What to measure and for how long."""
+
+    models: list[str]
+    clients: list[int]
+    chat_streams: list[int]
+    repeats: int
+    duration_s: float
+    warmup_s: float
+    think_ms: float
+    api_key: str
+    chat_max_tokens: int = CHAT_MAX_TOKENS
 
 
-async def measure_batched(endpoints: Endpoints, api_key: str, workload: Workload, models: list[str],
-                          clients: list[int], repeats: int, duration_s: float,
-                          warmup_s: float, think_s: float) -> list[dict[str, Any]]:
-    """Every (model, clients) cell, gateway and direct interleaved ``repeats`` times."""
-    gateway = GatewayClient(endpoints.gateway_url, api_key, workload, max_connections=max(64, *clients))
+@dataclasses.dataclass
+class Report:
+    """The result document and where it goes; ``save()`` rewrites both files."""
+
+    result: dict[str, Any]
+    out: Path
+    markdown_path: Path
+
+    def save(self, partial: bool = True) -> None:
+        self.result["partial"] = partial
+        self.result["loadavg_end"] = [round(v, 2) for v in os.getloadavg()]
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        self.out.write_text(json.dumps(_clean(self.result), indent=1) + "\n")
+        self.markdown_path.parent.mkdir(parents=True, exist_ok=True)
+        self.markdown_path.write_text(markdown(self.result))
+
+
+async def measure_batched(endpoints: Endpoints, settings: Settings, workload: Workload, report: Report) -> None:
+    """Every (model, clients) cell, gateway and direct interleaved; appended to ``report``."""
+    gateway = GatewayClient(endpoints.gateway_url, settings.api_key, workload,
+                            max_connections=max(64, *settings.clients))
     direct = DirectClient(endpoints.triton_grpc, workload)
-    cells = []
     try:
-        for model in models:
-            for count in clients:
+        for model in [m for m in settings.models if m in BATCHED_MODELS]:
+            for count in settings.clients:
                 runs: dict[str, list[RunResult]] = {"gateway": [], "direct": []}
-                for repeat in range(repeats):
+                for repeat in range(settings.repeats):
                     for path, client in (("gateway", gateway), ("direct", direct)):
-                        result = await closed_loop(client.sender(model), count, duration_s, warmup_s,
-                                                   think_s=think_s)
+                        result = await closed_loop(client.sender(model), count, settings.duration_s,
+                                                   settings.warmup_s, think_s=settings.think_ms / 1000.0)
                         runs[path].append(result)
                         log(f"{model} x{count} {path} #{repeat + 1}: {result.rps:.1f} req/s, "
                             f"p50 {result.p50_ms:.1f} ms, p99 {result.p99_ms:.1f} ms, {result.errors} errors")
-                cells.append({"model": model, "clients": count,
-                              "runs": {p: [r.to_json() for r in rs] for p, rs in runs.items()},
-                              "summary": summarize_cell(runs["gateway"], runs["direct"])})
+                report.result["batched"].append({
+                    "model": model, "clients": count,
+                    "runs": {p: [r.to_json() for r in rs] for p, rs in runs.items()},
+                    "summary": summarize_cell(runs["gateway"], runs["direct"])})
+                report.save()
     finally:
         await gateway.aclose()
         await direct.aclose()
-    return cells
 
 
-async def measure_chat(endpoints: Endpoints, api_key: str, streams: list[int], repeats: int,
-                       duration_s: float) -> list[dict[str, Any]]:
-    """Every (path, streams) cell; one warm-up generation per path first."""
-    http = gateway_http(endpoints.gateway_url, api_key, timeout_s=120.0)
+async def _warm_up(paths: dict[str, Callable[[], Awaitable[StreamTiming]]]) -> dict[str, str]:
+    """One generation per path (two tries); the paths that failed both, with the last error."""
+    failed: dict[str, str] = {}
+    for path, stream in paths.items():
+        for _ in range(2):
+            warm = await run_streams(stream, 1, 0.0)
+            log(f"chat warm-up {path}: {len(warm.timings)} ok, {warm.errors} errors {warm.error_samples}")
+            if warm.timings:
+                failed.pop(path, None)
+                break
+            failed[path] = warm.error_samples[-1] if warm.error_samples else "failed"
+    return failed
+
+
+async def measure_chat(endpoints: Endpoints, settings: Settings, report: Report) -> None:
+    """Every (streams, path) cell, interleaved per repeat; a path whose warm-up failed is skipped."""
+    http = gateway_http(endpoints.gateway_url, settings.api_key, timeout_s=120.0)
     direct = DirectChat(endpoints.triton_grpc)
     paths: dict[str, Callable[[], Awaitable[StreamTiming]]] = {
         "gateway": GatewayChat(http).stream, "direct": direct.stream}
-    runs: dict[tuple[str, int], list[ChatRun]] = {(p, s): [] for s in streams for p in paths}
     try:
-        for path, stream in paths.items():
-            warm = await run_streams(stream, 1, 0.0)
-            log(f"chat warm-up {path}: {len(warm.timings)} ok, {warm.errors} errors {warm.error_samples}")
-        for count in streams:
-            for repeat in range(repeats):
+        failed = await _warm_up(paths)
+        for count in settings.chat_streams:
+            runs: dict[str, list[ChatRun]] = {p: [] for p in paths}
+            for repeat in range(settings.repeats):
                 for path, stream in paths.items():
-                    run = await run_streams(stream, count, duration_s)
-                    runs[(path, count)].append(run)
+                    if path in failed:
+                        continue
+                    run = await run_streams(stream, count, settings.duration_s)
+                    runs[path].append(run)
                     log(f"chat x{count} {path} #{repeat + 1}: {len(run.timings)} generations, "
                         f"{run.errors} errors")
+            for path, path_runs in runs.items():
+                summary = summarize_chat(path_runs)
+                if path in failed:
+                    summary["skipped"] = f"warm-up failed: {failed[path]}"
+                report.result["chat"].append({"path": path, "streams": count, "summary": summary,
+                                              "runs": [r.to_json() for r in path_runs]})
+            report.save()
     finally:
         await http.aclose()
         await direct.aclose()
-    return [{"path": p, "streams": s, "runs": [r.to_json() for r in rs], "summary": summarize_chat(rs)}
-            for (p, s), rs in sorted(runs.items(), key=lambda item: (item[0][1], item[0][0] != "gateway"))]
+
+
+async def measure(endpoints: Endpoints, settings: Settings, report: Report) -> None:
+    """The batched cells, then the chat cells, of the chosen models."""
+    if any(m in BATCHED_MODELS for m in settings.models):
+        await measure_batched(endpoints, settings, Workload.build(), report)
+    if "chat" in settings.models:
+        await measure_chat(endpoints, settings, report)
 
 
 def _clean(value: Any) -> Any:
@@ -114,19 +168,8 @@ def command_line() -> str:
     return shlex.join([python, "-m", "bench.run", *sys.argv[1:]])
 
 
-async def measure(endpoints: Endpoints, api_key: str, models: list[str], clients: list[int],
-                  streams: list[int], repeats: int, duration_s: float, warmup_s: float,
-                  think_s: float) -> dict[str, Any]:
-    """The batched cells, then the chat cells, of the chosen models."""
-    workload = Workload.build()
-    batched = [m for m in models if m in BATCHED_MODELS]
-    result: dict[str, Any] = {"batched": [], "chat": []}
-    if batched:
-        result["batched"] = await measure_batched(endpoints, api_key, workload, batched, clients,
-                                                  repeats, duration_s, warmup_s, think_s)
-    if "chat" in models:
-        result["chat"] = await measure_chat(endpoints, api_key, streams, repeats, duration_s)
-    return result
+def _ints(text: str) -> list[int]:
+    return [int(part) for part in text.split(",") if part.strip()]
 
 
 Opt = typer.Option
@@ -154,33 +197,25 @@ def main(
     unknown = sorted(set(chosen) - set(ALL_MODELS))
     if unknown:
         raise typer.BadParameter(f"unknown models {unknown}; choose from {list(ALL_MODELS)}")
-    command, started, machine = command_line(), dt.datetime.now(dt.UTC), machine_facts()
+    settings = Settings(chosen, _ints(clients), _ints(chat_streams), repeats, duration_s, warmup_s,
+                        think_ms, api_key)
+    started = dt.datetime.now(dt.UTC)
     options = StackOptions(use_running=use_running_stack, gateway_url=gateway_url.rstrip("/"),
                            triton_grpc=triton_grpc, triton_http=triton_http)
+    report = Report({"command": command_line(), "date": started.isoformat(timespec="seconds"),
+                     "machine": machine_facts(), "settings": _public(settings), "batched": [], "chat": []},
+                    out, markdown_path)
     with bench_stack(options, log=lambda m: log(str(m))) as endpoints:
+        report.result["endpoints"] = dataclasses.asdict(endpoints)
         log(f"measuring {chosen} against {endpoints}")
-        measured = asyncio.run(measure(endpoints, api_key, chosen, _ints(clients), _ints(chat_streams),
-                                       repeats, duration_s, warmup_s, think_ms / 1000.0))
-    result = {
-        "command": command, "date": started.isoformat(timespec="seconds"), "machine": machine,
-        "endpoints": dataclasses.asdict(endpoints), "elapsed_s": round(time.time() - started.timestamp(), 1),
-        "settings": {"repeats": repeats, "duration_s": duration_s, "warmup_s": warmup_s, "think_ms": think_ms,
-                     "models": chosen,
-                     "clients": _ints(clients), "chat_streams": _ints(chat_streams),
-                     "chat_max_tokens": CHAT_MAX_TOKENS},
-        **measured,
-    }
-    result["loadavg_end"] = [round(v, 2) for v in os.getloadavg()]
-    write_reports(result, out, markdown_path)
-
-
-def write_reports(result: dict[str, Any], out: Path, markdown_path: Path) -> None:
-    """The JSON (NaN as null) and the Markdown report, creating their folders."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(_clean(result), indent=1) + "\n")
-    markdown_path.parent.mkdir(parents=True, exist_ok=True)
-    markdown_path.write_text(markdown(result))
+        asyncio.run(measure(endpoints, settings, report))
+    report.result["elapsed_s"] = round(time.time() - started.timestamp(), 1)
+    report.save(partial=False)
     log(f"wrote {out} and {markdown_path}")
+
+
+def _public(settings: Settings) -> dict[str, Any]:
+    return {k: v for k, v in dataclasses.asdict(settings).items() if k != "api_key"}
 
 
 if __name__ == "__main__":
