@@ -16,7 +16,7 @@ import orjson
 from sse_starlette import ServerSentEvent
 
 from control.config import ModelSpec
-from gateway.errors import ContextLengthExceededError, GatewayError, InvalidRequestError
+from gateway.errors import ContextLengthExceededError, GatewayError, InvalidRequestError, UpstreamError
 from gateway.llm import GenerationRequest, TextChunk, stream_generation
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, as_list
 from gateway.state import GatewayState
@@ -118,3 +118,7 @@ async def sse_stream(
     except GatewayError as exc:
         scope_state["outcome"] = exc.outcome_label
         yield sse(exc.body())
+    except Exception:  # never cut a stream without telling the client why
+        failure = UpstreamError(f"generation on model {call.model.name} failed")
+        scope_state["outcome"] = failure.outcome_label
+        yield sse(failure.body())

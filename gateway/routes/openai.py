@@ -55,6 +55,7 @@ def _start_call(request: Request, tenant: Tenant, body: ChatCompletionRequest | 
 @router.post("/chat/completions")
 async def chat_completions(body: ChatCompletionRequest, request: Request, tenant: TenantDep) -> Any:
     state = _state(request)
+    request.scope["state"]["model"] = body.model
     messages = [{"role": "system" if m.role == "developer" else m.role, "content": _message_text(m, i)}
                 for i, m in enumerate(body.messages)]
     model = state.model_for(body.model, {WorkloadKind.LLM}, tenant)
