@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import aiohttp
 import httpx
 import numpy as np
 import orjson
@@ -59,11 +60,20 @@ def gateway_http(base_url: str, api_key: str, max_connections: int = 64,
 
 
 class GatewayClient:
-    """Requests through the gateway on one pooled HTTP/1.1 keep-alive client."""
+    """Requests through the gateway on one pooled HTTP/1.1 keep-alive client.
+
+    aiohttp rather than httpx: on a 2-core host the load generator shares the CPUs with the
+    system under test, and httpx spends about 40 % more client CPU per request (measured: 375 vs
+    513 embed req/s through the same gateway at 16 clients), which would be charged to the gateway.
+    """
 
     def __init__(self, base_url: str, api_key: str, workload: Workload, max_connections: int = 64,
                  timeout_s: float = 30.0) -> None:
-        self.http = gateway_http(base_url, api_key, max_connections, timeout_s)
+        self.base_url = base_url.rstrip("/")
+        self._api_key = api_key
+        self._max_connections = max_connections
+        self._timeout_s = timeout_s
+        self._session: aiohttp.ClientSession | None = None
         self._bodies: dict[str, list[tuple[bytes, dict[str, str]]]] = {
             "embed": [(orjson.dumps({"model": "embed", "input": [s]}), _JSON) for s in workload.sentences],
             "rerank": [(orjson.dumps({"model": "rerank", "query": q, "documents": list(workload.documents),
@@ -85,15 +95,25 @@ class GatewayClient:
 
         async def send(i: int) -> None:
             body, headers = bodies[i % len(bodies)]
-            response = await self.http.post(path, content=body, headers=headers)
-            if response.status_code != 200:
-                raise BadResponse(f"HTTP {response.status_code}: {response.text[:200]}")
-            check(orjson.loads(response.content))
+            async with self._http().post(self.base_url + path, data=body, headers=headers) as response:
+                content = await response.read()
+            if response.status != 200:
+                raise BadResponse(f"HTTP {response.status}: {content[:200]!r}")
+            check(orjson.loads(content))
 
         return send
 
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None:  # created lazily: a session belongs to the running event loop
+            self._session = aiohttp.ClientSession(
+                headers={"Authorization": f"Bearer {self._api_key}"},
+                connector=aiohttp.TCPConnector(limit=self._max_connections),
+                timeout=aiohttp.ClientTimeout(total=self._timeout_s))
+        return self._session
+
     async def aclose(self) -> None:
-        await self.http.aclose()
+        if self._session is not None:
+            await self._session.close()
 
 
 def _kserve_binary_image(image: bytes) -> tuple[bytes, dict[str, str]]:

@@ -9,8 +9,9 @@ from gateway.errors import AuthenticationError, InvalidRequestError
 from scheduling.tenants import Tenant
 
 
-def authenticate(request: Request) -> Tenant:
-    """FastAPI dependency; raise AuthenticationError (401) on a missing or unknown key."""
+async def authenticate(request: Request) -> Tenant:
+    """FastAPI dependency (async: a sync one would hop to a thread pool on every request); raise
+    AuthenticationError (401) on a missing or unknown key."""
     header = request.headers.get("authorization", "")
     scheme, _, key = header.partition(" ")
     if scheme.lower() != "bearer" or not key.strip():

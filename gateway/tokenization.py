@@ -42,4 +42,6 @@ class TextTokenizer:
         self._tokenizer.no_padding()
 
     def counts(self, texts: Sequence[str]) -> list[int]:
+        if len(texts) == 1:  # encode_batch's thread-pool hand-off costs more than one short text
+            return [len(self._tokenizer.encode(texts[0]).ids)]
         return [len(e.ids) for e in self._tokenizer.encode_batch(list(texts))]
