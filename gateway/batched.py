@@ -1,8 +1,9 @@
 """Inference on a batched (non-decoupled) Triton model from the gateway.
 
 ``infer_rows`` sends ``columns`` (equal numbers of rows) in chunks of at most the model's
-``max_batch_size`` rows on one leased worker and concatenates each requested output, so one
-API request may be larger than a Triton batch. Every call is bounded by ``timeout_s``.
+``max_batch_size`` rows and concatenates each requested output, so one API request may be larger
+than a Triton batch; chunks go through a ``RowCoalescer`` per model, so concurrent requests share
+Triton calls. Every call is bounded by ``timeout_s``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import numpy as np
 import tritonclient.grpc.aio as grpcclient
 from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
+from gateway.coalescer import Columns, RowCoalescer, SendBatch
 from gateway.state import GatewayState
 from gateway.workers import map_triton_error
 from scheduling.tenants import Tenant
@@ -24,25 +26,49 @@ def text_rows(texts: list[str]) -> np.ndarray:
 async def infer_rows(state: GatewayState, model: str, request_id: str, tenant: Tenant,
                      columns: dict[str, np.ndarray], outputs: list[str],
                      timeout_s: float = 60.0) -> dict[str, np.ndarray]:
+    """Outputs for ``columns``, sent in chunks of at most ``max_batch_size`` rows through the
+    model's coalescer (concurrent requests of the same model and regions share Triton calls)."""
     spec = state.config.model(model)
     rows = len(next(iter(columns.values())))
     chunk = spec.batching.max_batch_size if spec is not None and spec.batching.max_batch_size else rows
+    coalescer = _coalescer(state, model, tenant.allowed_regions, outputs, chunk, timeout_s)
     parts: dict[str, list[np.ndarray]] = {name: [] for name in outputs}
+    for start in range(0, rows, chunk):
+        part = {name: column[start:start + chunk] for name, column in columns.items()}
+        result = await coalescer.submit(part, tenant.tier.triton_priority, request_id)
+        for name in outputs:
+            parts[name].append(result[name])
+    return {name: np.concatenate(values) for name, values in parts.items()}
+
+
+def _coalescer(state: GatewayState, model: str, regions: frozenset[str], outputs: list[str],
+               max_rows: int, timeout_s: float) -> RowCoalescer:
+    key = (model, regions, tuple(outputs))
+    if key not in state.coalescers:
+        spec = state.config.model(model)
+        instances = spec.instances if spec is not None else 1
+        workers = sum(1 for w in state.pool.workers if model in w.address.models)
+        state.coalescers[key] = RowCoalescer(_sender(state, model, regions, outputs, timeout_s),
+                                             max_batch_rows=max_rows, max_in_flight=max(1, instances * workers))
+    return state.coalescers[key]
+
+
+def _sender(state: GatewayState, model: str, regions: frozenset[str], outputs: list[str],
+            timeout_s: float) -> SendBatch:
     requested = [grpcclient.InferRequestedOutput(name) for name in outputs]
-    async with state.pool.lease(model, tenant.allowed_regions) as worker:
-        for start in range(0, rows, chunk):
-            inputs = []
-            for name, column in columns.items():
-                part = column[start:start + chunk]
-                tensor = grpcclient.InferInput(name, list(part.shape), np_to_triton_dtype(part.dtype))
-                tensor.set_data_from_numpy(part)
-                inputs.append(tensor)
+
+    async def send(columns: Columns, priority: int, request_id: str) -> Columns:
+        inputs = []
+        for name, column in columns.items():
+            tensor = grpcclient.InferInput(name, list(column.shape), np_to_triton_dtype(column.dtype))
+            tensor.set_data_from_numpy(column)
+            inputs.append(tensor)
+        async with state.pool.lease(model, regions) as worker:
             try:
-                result = await worker.client.infer(
-                    model, inputs, outputs=requested, request_id=request_id,
-                    priority=tenant.tier.triton_priority, client_timeout=timeout_s)
+                result = await worker.client.infer(model, inputs, outputs=requested, request_id=request_id,
+                                                   priority=priority, client_timeout=timeout_s)
             except InferenceServerException as exc:
                 raise map_triton_error(exc, model) from exc
-            for name in outputs:
-                parts[name].append(result.as_numpy(name))
-    return {name: np.concatenate(values) for name, values in parts.items()}
+        return {name: result.as_numpy(name) for name in outputs}
+
+    return send

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from control.config import ModelSpec, StackConfig, WorkloadKind
 from control.tenants import TenantDirectory
+from gateway.coalescer import RowCoalescer
 from gateway.errors import InvalidRequestError, ModelNotFoundError, PermissionDeniedError
 from gateway.metrics import GatewayMetrics
 from gateway.tokenization import LlmTokenizer, TextTokenizer
@@ -51,6 +52,7 @@ class GatewayState:
     llm_tokenizers: dict[str, LlmTokenizer] = field(default_factory=dict)
     text_tokenizers: dict[str, TextTokenizer] = field(default_factory=dict)
     idempotency: IdempotencyLedger = field(default_factory=IdempotencyLedger)
+    coalescers: dict[tuple[str, frozenset[str], tuple[str, ...]], RowCoalescer] = field(default_factory=dict)
 
     def served_models(self) -> list[ModelSpec]:
         served = self.pool.served_models()

@@ -81,3 +81,27 @@ def test_base64_embeddings_decode_to_the_same_vectors(sdk: openai.OpenAI) -> Non
     encoded = sdk.embeddings.create(model="embed", input="hello", encoding_format="base64")
     decoded = np.frombuffer(base64.b64decode(encoded.data[0].embedding), dtype="<f4")  # type: ignore[arg-type]
     assert np.allclose(floats.data[0].embedding, decoded, atol=1e-6)
+
+
+def test_concurrent_embeddings_of_many_tenants_each_get_their_own_vectors(stack: RunningStack) -> None:
+    import asyncio
+
+    import httpx
+
+    texts = [f"tenant sentence {i}: {'alpha beta gamma delta'[: 4 + i % 17]}" for i in range(48)]
+    keys = list(KEYS.values())
+
+    async def embed_all() -> list[list[float]]:
+        async with httpx.AsyncClient(base_url=stack.url, timeout=120) as client:
+            async def one(i: int) -> list[float]:
+                response = await client.post("/v1/embeddings", json={"model": "embed", "input": texts[i]},
+                                             headers={"Authorization": f"Bearer {keys[i % 3]}"})
+                assert response.status_code == 200, response.text
+                return response.json()["data"][0]["embedding"]  # type: ignore[no-any-return]
+
+            return list(await asyncio.gather(*(one(i) for i in range(len(texts)))))
+
+    together = np.array(asyncio.run(embed_all()))
+    solo = np.array([d.embedding for d in openai.OpenAI(base_url=f"{stack.url}/v1", api_key=keys[0]).embeddings.create(
+        model="embed", input=texts).data])
+    assert np.allclose(together, solo, atol=1e-4)
