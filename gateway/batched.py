@@ -18,6 +18,9 @@ from gateway.workers import map_triton_error
 from scheduling.tenants import Tenant
 
 
+CALLS_PER_INSTANCE = 2
+
+
 def text_rows(texts: list[str]) -> np.ndarray:
     """A BYTES column [rows, 1] of UTF-8 strings."""
     return np.array([[t.encode("utf-8")] for t in texts], dtype=np.object_)
@@ -48,8 +51,12 @@ def _coalescer(state: GatewayState, model: str, regions: frozenset[str], outputs
         spec = state.config.model(model)
         instances = spec.instances if spec is not None else 1
         workers = sum(1 for w in state.pool.workers if model in w.address.models)
+        # Two calls per model instance: one running, one queued in Triton, so an instance never
+        # idles while the gateway turns a finished call into the next (measured at 4 clients:
+        # 234 req/s with one call per instance, 288 with two, 276 without coalescing).
+        in_flight = max(1, CALLS_PER_INSTANCE * instances * workers)
         state.coalescers[key] = RowCoalescer(_sender(state, model, regions, outputs, timeout_s),
-                                             max_batch_rows=max_rows, max_in_flight=max(1, instances * workers))
+                                             max_batch_rows=max_rows, max_in_flight=in_flight)
     return state.coalescers[key]
 
 
