@@ -17,7 +17,6 @@ from gateway.state import GatewayState
 from gateway.workers import map_triton_error
 from scheduling.tenants import Tenant
 
-
 CALLS_PER_INSTANCE = 2
 
 
