@@ -6,6 +6,7 @@ import base64
 import time
 from typing import Annotated, Any
 
+import jinja2
 import numpy as np
 from fastapi import APIRouter, Depends, Request
 from sse_starlette import EventSourceResponse
@@ -59,7 +60,11 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, tenant
     messages = [{"role": "system" if m.role == "developer" else m.role, "content": _message_text(m, i)}
                 for i, m in enumerate(body.messages)]
     model = state.model_for(body.model, {WorkloadKind.LLM}, tenant)
-    prompt = state.llm_tokenizers[model.name].apply_chat_template(messages)
+    try:
+        prompt = state.llm_tokenizers[model.name].apply_chat_template(messages)
+    except jinja2.TemplateError as exc:  # the model's own template rejects this conversation
+        raise InvalidRequestError(f"the model's chat template rejects these messages: {exc}",
+                                  param="messages") from exc
     call = _start_call(request, tenant, body, prompt, body.max_completion_tokens or body.max_tokens)
     chunk_id = "chatcmpl-" + call.request_id.removeprefix("req_")
     base = {"id": chunk_id, "object": "chat.completion.chunk", "created": call.created, "model": body.model}
