@@ -52,6 +52,8 @@ class RunResult:
     p99_ms: float
     max_ms: float
     error_samples: list[str] = field(default_factory=list)
+    requests_total: int = 0  # every finished request, warm-up and stragglers included
+    cpu_ms_per_request: dict[str, float] = field(default_factory=dict)  # per component, set by the caller
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -62,10 +64,12 @@ class _Tally:
     window_start: float
     window_end: float
     latencies_ms: list[float] = field(default_factory=list)
+    finished_total: int = 0
     errors: int = 0
     error_samples: list[str] = field(default_factory=list)
 
     def record(self, started: float, finished: float, error: BaseException | None) -> None:
+        self.finished_total += 1
         if not self.window_start <= finished < self.window_end:
             return
         if error is None:
@@ -116,5 +120,5 @@ async def closed_loop(send: Send, concurrency: int, duration_s: float, warmup_s:
         requests=ok, errors=tally.errors, duration_s=duration_s, rps=ok / duration_s,
         p50_ms=percentile(tally.latencies_ms, 50), p99_ms=percentile(tally.latencies_ms, 99),
         max_ms=max(tally.latencies_ms, default=math.nan),
-        error_samples=tally.error_samples,
+        error_samples=tally.error_samples, requests_total=tally.finished_total,
     )

@@ -25,6 +25,9 @@ def summarize_cell(gateway: list[RunResult], direct: list[RunResult]) -> dict[st
             "rps": median([r.rps for r in runs]), "p50_ms": median([r.p50_ms for r in runs]),
             "p99_ms": median([r.p99_ms for r in runs]), "errors": sum(r.errors for r in runs),
             "requests": sum(r.requests for r in runs),
+            "cpu_ms_per_request": {
+                name: median([r.cpu_ms_per_request[name] for r in runs if name in r.cpu_ms_per_request])
+                for name in ("gateway", "triton")},
         }
     gw, di = summary["gateway"], summary["direct"]
     summary["ratio"] = gw["rps"] / di["rps"] if di["rps"] else math.nan
@@ -88,6 +91,18 @@ def _batched_table(cells: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _cpu_table(cells: list[dict[str, Any]]) -> list[str]:
+    """CPU ms per request by component and path (only when the harness started the stack)."""
+    lines = ["| model | clients | gw path: gateway CPU ms/req | gw path: Triton CPU ms/req | "
+             "direct path: Triton CPU ms/req |", "|---|---:|---:|---:|---:|"]
+    for cell in cells:
+        gw = cell["summary"]["gateway"].get("cpu_ms_per_request", {})
+        di = cell["summary"]["direct"].get("cpu_ms_per_request", {})
+        lines.append(f"| {cell['model']} | {cell['clients']} | {_num(gw.get('gateway', math.nan), 2)} | "
+                     f"{_num(gw.get('triton', math.nan), 2)} | {_num(di.get('triton', math.nan), 2)} |")
+    return lines
+
+
 def _chat_table(cells: list[dict[str, Any]]) -> list[str]:
     lines = ["| path | streams | TTFT p50 ms | ITL p50 ms | tok/s per stream | generations | aggregate tok/s |",
              "|---|---:|---:|---:|---:|---:|---:|"]
@@ -121,6 +136,8 @@ def markdown(result: dict[str, Any]) -> str:
         lines += ["", "**Partial results: the run did not finish.**"]
     if result["batched"]:
         lines += ["", "## Batched models (closed loop)", "", *_batched_table(result["batched"])]
+        lines += ["", "### CPU per request (whole run incl. warm-up; medians over repeats)", "",
+                  *_cpu_table(result["batched"])]
     if result["chat"]:
         lines += ["", f"## Chat (streaming, max_tokens {settings['chat_max_tokens']}, temperature 0)", "",
                   *_chat_table(result["chat"])]

@@ -29,6 +29,7 @@ import typer
 
 from bench.chat import ChatRun, DirectChat, GatewayChat, StreamTiming, run_streams
 from bench.clients import BATCHED_MODELS, DirectClient, GatewayClient, gateway_http
+from bench.cpu import CpuMeter
 from bench.load import RunResult, closed_loop
 from bench.report import machine_facts, markdown, summarize_cell, summarize_chat
 from bench.stack import BENCH_RESULTS, Endpoints, StackOptions, bench_stack
@@ -85,8 +86,10 @@ async def measure_batched(endpoints: Endpoints, settings: Settings, workload: Wo
                 runs: dict[str, list[RunResult]] = {"gateway": [], "direct": []}
                 for repeat in range(settings.repeats):
                     for path, client in (("gateway", gateway), ("direct", direct)):
+                        before = _cpu_seconds(endpoints)
                         result = await closed_loop(client.sender(model), count, settings.duration_s,
                                                    settings.warmup_s, think_s=settings.think_ms / 1000.0)
+                        result.cpu_ms_per_request = _cpu_ms_per_request(endpoints, before, result)
                         runs[path].append(result)
                         log(f"{model} x{count} {path} #{repeat + 1}: {result.rps:.1f} req/s, "
                             f"p50 {result.p50_ms:.1f} ms, p99 {result.p99_ms:.1f} ms, {result.errors} errors")
@@ -98,6 +101,20 @@ async def measure_batched(endpoints: Endpoints, settings: Settings, workload: Wo
     finally:
         await gateway.aclose()
         await direct.aclose()
+
+
+def _cpu_seconds(endpoints: Endpoints) -> dict[str, float]:
+    """CPU seconds so far of the gateway and of the Triton worker (with its stubs), if known."""
+    pids = {"gateway": endpoints.gateway_pid, "triton": endpoints.triton_pid}
+    return {name: CpuMeter(pid).seconds() for name, pid in pids.items() if pid is not None}
+
+
+def _cpu_ms_per_request(endpoints: Endpoints, before: dict[str, float], result: RunResult) -> dict[str, float]:
+    """CPU ms per request of each component over the whole run (warm-up included in both the CPU
+    and the request count, so the ratio stays a per-request cost)."""
+    after = _cpu_seconds(endpoints)
+    handled = result.requests_total or 1
+    return {name: 1000.0 * (after[name] - before[name]) / handled for name in before if name in after}
 
 
 async def _warm_up(paths: dict[str, Callable[[], Awaitable[StreamTiming]]]) -> dict[str, str]:

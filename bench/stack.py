@@ -50,6 +50,8 @@ class Endpoints:
     triton_grpc: str
     triton_http: str
     started_here: bool
+    gateway_pid: int | None = None
+    triton_pid: int | None = None
 
 
 def write_config(source: Path, target: Path, base_port: int) -> None:
@@ -94,8 +96,11 @@ def bench_stack(options: StackOptions, log: object = print) -> Iterator[Endpoint
     try:
         say(f"starting the bench stack: gateway :{options.gateway_port}, workers from :{options.base_port}")
         stack.start(log=log)
+        gateway_pid = stack.gateway.pid if stack.gateway is not None else None
+        process = stack.supervisor.workers[0].process if stack.supervisor is not None else None
         yield Endpoints(f"http://127.0.0.1:{options.gateway_port}",
-                        f"{worker.host}:{worker.grpc_port}", f"{worker.host}:{worker.http_port}", True)
+                        f"{worker.host}:{worker.grpc_port}", f"{worker.host}:{worker.http_port}", True,
+                        gateway_pid, process.pid if process is not None else None)
     finally:
         stack.stop()
         say("bench stack stopped")
