@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,10 +44,10 @@ def load_config(paths: StackPaths) -> StackConfig:
     return load_stack_config(paths.pools_file, paths.models_file)
 
 
-def prepare(paths: StackPaths, log: object = print) -> StackConfig:
+def prepare(paths: StackPaths, log: Callable[[str], None] = print) -> StackConfig:
     """Build missing artifacts and render the repository; return the validated config."""
     config = load_config(paths)
-    build_artifacts(config, paths.artifacts, log=log)  # type: ignore[arg-type]
+    build_artifacts(config, paths.artifacts, log=log)
     gpu_types = {pool.gpu_type for pool in config.pools}
     render_repository(config, paths.artifacts, paths.repository, gpu_type=min(gpu_types))
     return config
@@ -71,7 +72,7 @@ class LocalStack:
         self._control_thread: threading.Thread | None = None
         self.gateway: subprocess.Popen[bytes] | None = None
 
-    def start(self, log: object = print) -> None:
+    def start(self, log: Callable[[str], None] = print) -> None:
         config = prepare(self.paths, log)
         runtime = resolve_runtime(config.triton, self.paths.state_dir)
         self.supervisor = Supervisor(config, runtime, self.paths.repository, self.paths.logs)

@@ -29,9 +29,11 @@ def version_dir(args: dict[str, str]) -> Path:
     return Path(args["model_repository"]) / args["model_version"]
 
 
-def _invalid_arg_error(message: str) -> Any:
+def invalid_arg_response(message: str) -> Any:
+    """A response failing its request with INVALID_ARG (the gateway maps it to a 400)."""
     code = getattr(pb_utils.TritonError, "INVALID_ARG", None)
-    return pb_utils.TritonError(message, code) if code is not None else pb_utils.TritonError(message)
+    error = pb_utils.TritonError(message, code) if code is not None else pb_utils.TritonError(message)
+    return pb_utils.InferenceResponse(error=error)
 
 
 def batched_model(build: Callable[[Path, dict[str, str]], BatchHandler]) -> type:
@@ -55,7 +57,7 @@ def batched_model(build: Callable[[Path, dict[str, str]], BatchHandler]) -> type
             responses = []
             for result in run_batch(self.handler, batch):
                 if isinstance(result, InvalidInputError):
-                    responses.append(pb_utils.InferenceResponse(error=_invalid_arg_error(str(result))))
+                    responses.append(invalid_arg_response(str(result)))
                 else:
                     outputs = [pb_utils.Tensor(name, value) for name, value in result.items()]
                     responses.append(pb_utils.InferenceResponse(output_tensors=outputs))

@@ -11,7 +11,7 @@ import numpy as np
 from fastapi import APIRouter, Depends, Request
 from sse_starlette import EventSourceResponse
 
-from control.config import WorkloadKind
+from control.config import ModelSpec, WorkloadKind
 from gateway.auth import authenticate
 from gateway.batched import infer_rows, text_rows
 from gateway.errors import ContextLengthExceededError, InvalidRequestError
@@ -42,11 +42,14 @@ def _message_text(message: ChatMessage, index: int) -> str:
     return "".join(texts)
 
 
-def _start_call(request: Request, tenant: Tenant, body: ChatCompletionRequest | CompletionRequest,
-                prompt: str, max_tokens: int | None) -> Call:
+def _llm(request: Request, tenant: Tenant, name: str) -> ModelSpec:
+    request.scope["state"]["model"] = name
+    return _state(request).model_for(name, {WorkloadKind.LLM}, tenant)
+
+
+def _start_call(request: Request, tenant: Tenant, model: ModelSpec,
+                body: ChatCompletionRequest | CompletionRequest, prompt: str, max_tokens: int | None) -> Call:
     state = _state(request)
-    request.scope["state"]["model"] = body.model
-    model = state.model_for(body.model, {WorkloadKind.LLM}, tenant)
     check_unsupported(body)
     generation = build_generation(state, model, tenant, prompt, body, max_tokens)
     state.pool.pick(model.name, tenant.allowed_regions)  # fail fast (503/403) before streaming
@@ -56,16 +59,15 @@ def _start_call(request: Request, tenant: Tenant, body: ChatCompletionRequest | 
 @router.post("/chat/completions")
 async def chat_completions(body: ChatCompletionRequest, request: Request, tenant: TenantDep) -> Any:
     state = _state(request)
-    request.scope["state"]["model"] = body.model
+    model = _llm(request, tenant, body.model)
     messages = [{"role": "system" if m.role == "developer" else m.role, "content": _message_text(m, i)}
                 for i, m in enumerate(body.messages)]
-    model = state.model_for(body.model, {WorkloadKind.LLM}, tenant)
     try:
         prompt = state.llm_tokenizers[model.name].apply_chat_template(messages)
     except jinja2.TemplateError as exc:  # the model's own template rejects this conversation
         raise InvalidRequestError(f"the model's chat template rejects these messages: {exc}",
                                   param="messages") from exc
-    call = _start_call(request, tenant, body, prompt, body.max_completion_tokens or body.max_tokens)
+    call = _start_call(request, tenant, model, body, prompt, body.max_completion_tokens or body.max_tokens)
     chunk_id = "chatcmpl-" + call.request_id.removeprefix("req_")
     base = {"id": chunk_id, "object": "chat.completion.chunk", "created": call.created, "model": body.model}
     if body.stream:
@@ -96,7 +98,7 @@ async def completions(body: CompletionRequest, request: Request, tenant: TenantD
     if body.suffix:
         raise InvalidRequestError("suffix is not supported", param="suffix")
     prompt = as_list(body.prompt)[0]
-    call = _start_call(request, tenant, body, prompt, body.max_tokens)
+    call = _start_call(request, tenant, _llm(request, tenant, body.model), body, prompt, body.max_tokens)
     completion_id = "cmpl-" + call.request_id.removeprefix("req_")
     base = {"id": completion_id, "object": "text_completion", "created": call.created, "model": body.model}
     if body.stream:

@@ -18,7 +18,7 @@ import triton_python_backend_utils as pb_utils
 from python_backends.batching import InvalidInputError, decode_texts
 from python_backends.chat.engine import Delta, LlamaEngine
 from python_backends.chat.params import GenerationParams, parse_params
-from python_backends.triton_adapter import model_parameters, version_dir
+from python_backends.triton_adapter import invalid_arg_response, model_parameters, version_dir
 
 INPUTS = ("prompt", "max_tokens", "temperature", "top_p", "top_k", "seed", "stop")
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
@@ -32,12 +32,6 @@ def _response(delta: Delta) -> "pb_utils.InferenceResponse":
         pb_utils.Tensor("prompt_tokens", np.array([delta.prompt_tokens], dtype=np.int32)),
         pb_utils.Tensor("completion_tokens", np.array([delta.completion_tokens], dtype=np.int32)),
     ])
-
-
-def _error(message: str) -> "pb_utils.InferenceResponse":
-    code = getattr(pb_utils.TritonError, "INVALID_ARG", None)
-    error = pb_utils.TritonError(message, code) if code is not None else pb_utils.TritonError(message)
-    return pb_utils.InferenceResponse(error=error)
 
 
 class TritonPythonModel:
@@ -73,7 +67,7 @@ class TritonPythonModel:
                 prompt = decode_texts(inputs, "prompt")[0]
                 params = parse_params(inputs, self.default_max_tokens, self.rng)
             except InvalidInputError as exc:
-                sender.send(_error(str(exc)), flags=FINAL)
+                sender.send(invalid_arg_response(str(exc)), flags=FINAL)
                 continue
             self.jobs.put((request, sender, prompt, params))
         return None
@@ -123,7 +117,7 @@ class TritonPythonModel:
                 reason = self._generate(request, sender, prompt, params)
             except InvalidInputError as exc:
                 reason = "error"
-                sender.send(_error(str(exc)), flags=FINAL)
+                sender.send(invalid_arg_response(str(exc)), flags=FINAL)
             except Exception as exc:  # the request fails, the model keeps serving others
                 reason = "error"
                 failure = pb_utils.TritonError(f"generation failed: {exc}")
