@@ -1,0 +1,92 @@
+"""Scorers: ``(request, endpoints) -> {worker_id: score in [0, 1]}``; weights live in the
+pipeline, so each scorer only says how good an endpoint is on one axis."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from scheduling.placement.endpoint import Endpoint
+from scheduling.placement.latency import predicted_latency_s
+from scheduling.requests import Request
+from scheduling.workers import headroom
+
+Scores = dict[str, float]
+
+
+class Scorer(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+    def __call__(self, request: Request, endpoints: Sequence[Endpoint]) -> Scores: ...
+
+
+@dataclass(frozen=True)
+class BudgetHeadroom:
+    """Share of the worker's KV (LLM) or row (batched) budget left after placing the request."""
+
+    name: str = "budget_headroom"
+
+    def __call__(self, request: Request, endpoints: Sequence[Endpoint]) -> Scores:
+        return {e.worker_id: headroom(request, e.view, e.load, e.limits) for e in endpoints}
+
+
+@dataclass(frozen=True)
+class LatencyAgainstSlo:
+    """1 for an instant start, 0 at (or past) the TTFT objective; without one, relative speed."""
+
+    name: str = "latency"
+
+    def __call__(self, request: Request, endpoints: Sequence[Endpoint]) -> Scores:
+        predicted = {e.worker_id: predicted_latency_s(request, e) for e in endpoints}
+        if request.ttft_slo_s:
+            return {w: max(0.0, 1.0 - p / request.ttft_slo_s) for w, p in predicted.items()}
+        best = min(predicted.values(), default=0.0)
+        return {w: (best / p if p > 0 else 1.0) for w, p in predicted.items()}
+
+
+@dataclass(frozen=True)
+class CheapPerToken:
+    """The cheapest GPU type per decoded token scores 1; others its cost over theirs."""
+
+    name: str = "cost"
+
+    def __call__(self, request: Request, endpoints: Sequence[Endpoint]) -> Scores:
+        costs = {e.worker_id: e.view.profile.cost_per_token for e in endpoints}
+        cheapest = min(costs.values(), default=0.0)
+        return {w: (cheapest / c if c > 0 else 1.0) for w, c in costs.items()}
+
+
+@dataclass(frozen=True)
+class Capability:
+    """Bigger GPUs score higher: memory times decode speed, relative to the biggest endpoint."""
+
+    name: str = "capability"
+
+    def __call__(self, request: Request, endpoints: Sequence[Endpoint]) -> Scores:
+        size = {e.worker_id: e.view.profile.memory_gib * e.view.profile.decode_tokens_per_s for e in endpoints}
+        biggest = max(size.values(), default=0.0)
+        return {w: (s / biggest if biggest > 0 else 1.0) for w, s in size.items()}
+
+
+@dataclass(frozen=True)
+class ContextHeadroom:
+    """How much of the GPU type's context the request leaves free (long requests favour big contexts)."""
+
+    name: str = "context_headroom"
+
+    def __call__(self, request: Request, endpoints: Sequence[Endpoint]) -> Scores:
+        return {e.worker_id: max(0.0, 1.0 - request.context_tokens / e.view.profile.max_context_tokens)
+                for e in endpoints}
+
+
+@dataclass(frozen=True)
+class LeastLoaded:
+    """Fewest requests of the model in flight scores 1 (the baseline's only criterion)."""
+
+    name: str = "least_loaded"
+
+    def __call__(self, request: Request, endpoints: Sequence[Endpoint]) -> Scores:
+        return {e.worker_id: 1.0 / (1 + e.load.model(request.model).requests) for e in endpoints}

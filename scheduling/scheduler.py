@@ -1,0 +1,258 @@
+"""The scheduler: one object that admits, queues, expires, places and dispatches, and takes in
+what happened (``complete``, ``cancel``). It never runs a model; a driver does (the gateway's
+asyncio loop, the simulator's event heap).
+
+    submit(request, now) -> Admitted | Rejected
+    schedule(now)        -> SchedulePlan(dispatches, expired, shed)
+    complete(id, now, generated_tokens) / cancel(id, now)
+    next_deadline_s()    -> when the driver must call schedule() again at the latest
+
+Two policies share this code: ``fair`` (quotas, tier bands, VTC, EDF, predicted-wait admission,
+tier shedding, cost-aware placement) and ``fifo`` (arrival order, no quotas, least-loaded worker;
+the baseline). Both expire queued requests at their deadline, so none is dispatched late.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from scheduling.admission import AdmissionConfig, AdmissionControl, WaitEstimate
+from scheduling.fair_queue import TIERS_IN_ORDER, FairQueue, lane_of
+from scheduling.fifo_queue import FifoQueue
+from scheduling.outcomes import (
+    Admission,
+    Admitted,
+    Dispatch,
+    Expired,
+    QueueStatus,
+    Rejected,
+    RejectReason,
+    SchedulePlan,
+)
+from scheduling.placement import Endpoint, Placement, fair_placement, least_loaded_placement
+from scheduling.requests import Request, RequestKind
+from scheduling.tenants import Tier
+from scheduling.workers import ModelLimits, ServiceRate, WorkerLoad, WorkerView
+
+NO_WORKER_RETRY_S = 5.0
+OUTPUT_RATIO_SMOOTHING = 0.2
+
+
+class Policy(StrEnum):
+    FAIR = "fair"
+    FIFO = "fifo"
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    policy: Policy = Policy.FAIR
+    max_queued: int = 4096
+    admission: AdmissionConfig = field(default_factory=AdmissionConfig)
+
+
+@dataclass(frozen=True)
+class InFlight:
+    request: Request
+    worker_id: str
+    pool: str
+    dispatched_s: float
+
+
+class Scheduler:
+    def __init__(self, config: SchedulerConfig, limits: Mapping[str, ModelLimits], rng: random.Random) -> None:
+        self.config = config
+        self.limits = dict(limits)
+        fair = config.policy is Policy.FAIR
+        self.queue: FairQueue | FifoQueue = FairQueue() if fair else FifoQueue()
+        admission = config.admission if fair else AdmissionConfig(shed_wait_s={}, enforce_quotas=False)
+        self.admission = AdmissionControl(admission)
+        self.placement: Placement = fair_placement(rng) if fair else least_loaded_placement(rng)
+        self.views: dict[str, WorkerView] = {}
+        self.loads: dict[str, WorkerLoad] = {}
+        self.in_flight: dict[str, InFlight] = {}
+        self._rates: dict[tuple[str, str], ServiceRate] = {}
+        self._queued_units: dict[tuple[str, Tier], float] = {}
+        self._output_ratio: dict[str, float] = {}
+        self._deadlines: list[tuple[float, str]] = []
+        self._shed: list[Rejected] = []
+
+    # -- workers ---------------------------------------------------------------------------------
+    def update_workers(self, views: Iterable[WorkerView]) -> None:
+        """Replace the worker views (static facts and live signals); loads and rates persist."""
+        self.views = {view.worker_id: view for view in views}
+        for worker_id in self.views:
+            self.loads.setdefault(worker_id, WorkerLoad())
+
+    def rate(self, worker_id: str, model: str) -> ServiceRate:
+        key = (worker_id, model)
+        if key not in self._rates:
+            profile = self.views[worker_id].profile
+            llm = self._kind(model) is RequestKind.LLM
+            self._rates[key] = ServiceRate(profile.decode_tokens_per_s if llm else profile.prefill_tokens_per_s)
+        return self._rates[key]
+
+    def _kind(self, model: str) -> RequestKind:
+        limits = self.limits.get(model)
+        return limits.kind if limits is not None else RequestKind.BATCHED
+
+    def endpoints(self, model: str) -> list[Endpoint]:
+        limits = self.limits.get(model, ModelLimits(model, RequestKind.BATCHED))
+        return [Endpoint(view, self.loads[view.worker_id], limits, self.rate(view.worker_id, model).tokens_per_s)
+                for view in self.views.values() if model in view.ready_models]
+
+    # -- admission -------------------------------------------------------------------------------
+    def _expected_units(self, request: Request) -> float:
+        ratio = self._output_ratio.get(request.model, 1.0)
+        units = request.prefill_tokens + request.max_output_tokens * ratio
+        return (units or request.rows) * request.cost_factor
+
+    def estimate(self, request: Request, endpoints: Iterable[Endpoint]) -> WaitEstimate:
+        """Backlog queued ahead of ``request`` (its band and above) over the feasible workers' speed."""
+        bands = TIERS_IN_ORDER[: TIERS_IN_ORDER.index(request.tier) + 1]
+        ahead = sum(self._queued_units.get((request.model, tier), 0.0) for tier in bands)
+        return WaitEstimate(ahead, sum(e.tokens_per_s for e in endpoints))
+
+    def submit(self, request: Request, now: float) -> Admission:
+        """Admit ``request`` into the queue, or reject it with the reason and its signals."""
+        if request.request_id in self.queue or request.request_id in self.in_flight:
+            raise ValueError(f"request {request.request_id} was already submitted")
+        feasible = self.placement.feasible(request, self.endpoints(request.model))
+        if isinstance(feasible, RejectReason):
+            retry = NO_WORKER_RETRY_S if feasible is RejectReason.NO_WORKER else None
+            return Rejected(request.request_id, feasible, retry, {"context_tokens": request.context_tokens})
+        estimate = self.estimate(request, feasible)
+        rejected = self.admission.check(request, estimate, now)
+        if rejected is not None:
+            return rejected
+        if len(self.queue) >= self.config.max_queued and not self._make_room(request, now):
+            self.admission.release(request, request.cost_tokens, now)
+            return Rejected(request.request_id, RejectReason.QUEUE_FULL, estimate.predicted_wait_s,
+                            {"queued": float(len(self.queue)), "max_queued": float(self.config.max_queued)})
+        self._enqueue(request)
+        return Admitted(request.request_id, estimate.predicted_wait_s)
+
+    def _make_room(self, request: Request, now: float) -> bool:
+        """Shed the newest queued request of the lowest tier below ``request``'s (fair policy only)."""
+        if self.config.policy is not Policy.FAIR:
+            return False
+        rank = TIERS_IN_ORDER.index
+        lower = [r for r in self.queue.queued() if rank(r.tier) > rank(request.tier)]
+        if not lower:
+            return False
+        victim = max(lower, key=lambda r: (rank(r.tier), r.arrival_s))
+        self._dequeue(victim.request_id, now)
+        self._shed.append(Rejected(victim.request_id, RejectReason.TIER_SHED, 1.0,
+                                   {"queued": float(len(self.queue)), "shed_for_tier": float(rank(request.tier))}))
+        return True
+
+    def _enqueue(self, request: Request) -> None:
+        self.queue.push(request)
+        key = (request.model, request.tier)
+        self._queued_units[key] = self._queued_units.get(key, 0.0) + self._expected_units(request)
+        heapq.heappush(self._deadlines, (request.deadline_s, request.request_id))
+
+    def _dequeue(self, request_id: str, now: float, release: bool = True) -> Request | None:
+        request = self.queue.remove(request_id)
+        if request is None:
+            return None
+        key = (request.model, request.tier)
+        self._queued_units[key] = max(0.0, self._queued_units.get(key, 0.0) - self._expected_units(request))
+        if release:
+            self.admission.release(request, request.cost_tokens, now)
+        return request
+
+    # -- dispatch --------------------------------------------------------------------------------
+    def schedule(self, now: float) -> SchedulePlan:
+        """Expire what passed its deadline, then release every request that a worker has budget for,
+        in the queue's service order."""
+        expired = self._expire(now)
+        dispatches: list[Dispatch] = []
+        blocked: set[tuple[str, frozenset[str]]] = set()
+        for _ in range(len(self.queue)):
+            dispatch = self._dispatch_next(blocked, now)
+            if dispatch is None:
+                break
+            dispatches.append(dispatch)
+        shed, self._shed = tuple(self._shed), []
+        return SchedulePlan(tuple(dispatches), tuple(expired), shed)
+
+    def _dispatch_next(self, blocked: set[tuple[str, frozenset[str]]], now: float) -> Dispatch | None:
+        for request in self.queue.candidates(lambda lane: lane in blocked):
+            endpoint = self.placement.place(request, self.endpoints(request.model))
+            if endpoint is None:
+                blocked.add(lane_of(request))
+                continue
+            self._dequeue(request.request_id, now, release=False)
+            self.queue.charge(request)
+            self.loads[endpoint.worker_id].add(request, now)
+            self.in_flight[request.request_id] = InFlight(request, endpoint.worker_id, endpoint.view.pool, now)
+            return Dispatch(request.request_id, endpoint.worker_id, endpoint.view.pool, now - request.arrival_s)
+        return None
+
+    def _expire(self, now: float) -> list[Expired]:
+        expired: list[Expired] = []
+        while self._deadlines and self._deadlines[0][0] <= now:
+            deadline_s, request_id = heapq.heappop(self._deadlines)
+            if self._dequeue(request_id, now) is not None:
+                expired.append(Expired(request_id, now - deadline_s))
+        return expired
+
+    def next_deadline_s(self) -> float | None:
+        """The earliest deadline among queued requests (the driver wakes then at the latest)."""
+        while self._deadlines and self._deadlines[0][1] not in self.queue:
+            heapq.heappop(self._deadlines)
+        return self._deadlines[0][0] if self._deadlines else None
+
+    # -- outcomes --------------------------------------------------------------------------------
+    def complete(self, request_id: str, now: float, generated_tokens: int = 0) -> InFlight | None:
+        """A dispatched request finished (any outcome): free its budget, learn the worker's speed,
+        correct the tenant's counter and quota by the output it did not use."""
+        flight = self.in_flight.pop(request_id, None)
+        if flight is None:
+            return None
+        request = flight.request
+        busy_s = self.loads[flight.worker_id].remove(request, now) if flight.worker_id in self.loads else 0.0
+        done_units = (request.prefill_tokens + generated_tokens or request.rows) * request.cost_factor
+        if (flight.worker_id, request.model) in self._rates or flight.worker_id in self.views:
+            self.rate(flight.worker_id, request.model).record(done_units, busy_s)
+        if request.max_output_tokens:
+            ratio = min(1.0, generated_tokens / request.max_output_tokens)
+            old = self._output_ratio.get(request.model, 1.0)
+            self._output_ratio[request.model] = old + OUTPUT_RATIO_SMOOTHING * (ratio - old)
+        self.queue.refund(request, generated_tokens)
+        unused = max(0, request.max_output_tokens - generated_tokens) * request.cost_factor
+        self.admission.release(request, unused, now)
+        return flight
+
+    def cancel(self, request_id: str, now: float, generated_tokens: int = 0) -> bool:
+        """The client went away: drop the request from the queue, or end it if in flight."""
+        if self._dequeue(request_id, now) is not None:
+            return True
+        return self.complete(request_id, now, generated_tokens) is not None
+
+    def status(self, request_id: str, now: float) -> QueueStatus | None:
+        """Place in service order among queued requests of the same model, and estimated start."""
+        ordered = [r for r in self.queue.ordered()]
+        target = next((r for r in ordered if r.request_id == request_id), None)
+        if target is None:
+            return None
+        ahead = [r for r in ordered[: ordered.index(target)] if r.model == target.model]
+        speed = sum(e.tokens_per_s for e in self.endpoints(target.model))
+        units = sum(self._expected_units(r) for r in ahead)
+        start = now + (units / speed if speed > 0 else float("inf"))
+        return QueueStatus(position=len(ahead), estimated_start_s=start)
+
+    def service_counters(self) -> dict[str, float]:
+        """Weighted service per tenant (the fair queue's virtual token counters)."""
+        return dict(self.queue.counters)
+
+
+def build_scheduler(config: SchedulerConfig, limits: Mapping[str, ModelLimits], seed: int = 0) -> Scheduler:
+    """A scheduler for ``config.policy`` with a seeded tie-breaking RNG."""
+    if config.max_queued < 1:
+        raise ValueError("max_queued must be >= 1")
+    return Scheduler(config, limits, random.Random(seed))

@@ -1,0 +1,158 @@
+"""Workers as the scheduler sees them: static facts and live signals (``WorkerView``, from the
+driver), the load the scheduler itself put on them (``WorkerLoad``), their observed speed
+(``ServiceRate``) and the per-model budget that bounds what is dispatched (``ModelLimits``).
+
+Dispatch budgets keep Triton's queues shallow so that order is decided in the gateway: an LLM
+worker takes sequences while their prompt plus reserved output tokens fit its KV capacity (the
+profile's ``max_batch_tokens``, or the engine's live KV pool when it reports a smaller one); a
+batched model takes rows up to ``rows_per_instance`` times its max batch size per instance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from scheduling.capacity import CapacityProfile
+from scheduling.requests import Request, RequestKind
+
+
+@dataclass(frozen=True)
+class ModelLimits:
+    """What bounds one model's dispatch on one worker."""
+
+    name: str
+    kind: RequestKind
+    max_batch_size: int = 0
+    instances: int = 1
+    rows_per_instance: int = 2
+
+    @property
+    def max_rows_in_flight(self) -> int:
+        return max(1, self.rows_per_instance * max(1, self.max_batch_size) * self.instances)
+
+
+@dataclass(frozen=True)
+class WorkerView:
+    """A worker's static facts and the live signals the driver last read.
+
+    ``ready_models`` maps a model to the versions READY on the worker; ``kv_total_tokens`` and
+    ``kv_used_tokens`` are the LLM engine's live KV pool (None when the engine does not report).
+    """
+
+    worker_id: str
+    pool: str
+    region: str
+    profile: CapacityProfile
+    ready_models: dict[str, frozenset[int]] = field(default_factory=dict)
+    healthy: bool = True
+    kv_total_tokens: int | None = None
+    kv_used_tokens: int | None = None
+
+    def serves(self, model: str, version: int | None) -> bool:
+        versions = self.ready_models.get(model)
+        return versions is not None and (version is None or version in versions)
+
+
+@dataclass
+class ServiceRate:
+    """Observed cost tokens per second of one model on one worker, smoothed online.
+
+    Busy time accumulates only while the worker has that model's requests in flight, so the rate
+    is the worker's throughput when it is working, whatever the arrival rate.
+    """
+
+    tokens_per_s: float
+    smoothing: float = 0.3
+    min_sample_s: float = 0.25
+    _tokens: float = 0.0
+    _busy_s: float = 0.0
+
+    def record(self, tokens: float, busy_s: float) -> None:
+        self._tokens += tokens
+        self._busy_s += busy_s
+        if self._busy_s >= self.min_sample_s and self._tokens > 0:
+            sample = self._tokens / self._busy_s
+            self.tokens_per_s += self.smoothing * (sample - self.tokens_per_s)
+            self._tokens = self._busy_s = 0.0
+
+
+@dataclass
+class ModelLoad:
+    """In-flight work of one model on one worker, with the time it was last updated."""
+
+    requests: int = 0
+    tokens: int = 0
+    rows: int = 0
+    completed_tokens: float = 0.0
+    busy_s: float = 0.0
+    last_change_s: float | None = None
+
+    def advance(self, now: float) -> None:
+        """Add the busy time since the last change (the model had requests in flight)."""
+        if self.last_change_s is not None and self.requests > 0:
+            self.busy_s += max(0.0, now - self.last_change_s)
+        self.last_change_s = now
+
+
+@dataclass
+class WorkerLoad:
+    """What the scheduler has dispatched to one worker and not yet seen finish."""
+
+    by_model: dict[str, ModelLoad] = field(default_factory=dict)
+
+    def model(self, name: str) -> ModelLoad:
+        return self.by_model.setdefault(name, ModelLoad())
+
+    @property
+    def kv_tokens(self) -> int:
+        return sum(load.tokens for load in self.by_model.values())
+
+    def add(self, request: Request, now: float) -> None:
+        load = self.model(request.model)
+        load.advance(now)
+        load.requests += 1
+        load.tokens += request.context_tokens if request.kind is RequestKind.LLM else 0
+        load.rows += request.rows
+
+    def remove(self, request: Request, now: float) -> float:
+        """Take ``request`` off the worker; return the busy seconds accumulated since the last
+        removal (for the service rate)."""
+        load = self.model(request.model)
+        load.advance(now)
+        load.requests = max(0, load.requests - 1)
+        load.tokens = max(0, load.tokens - (request.context_tokens if request.kind is RequestKind.LLM else 0))
+        load.rows = max(0, load.rows - request.rows)
+        busy, load.busy_s = load.busy_s, 0.0
+        return busy
+
+
+def kv_capacity_tokens(view: WorkerView) -> int:
+    """KV tokens the worker may hold: its profile's bound, or the engine's live pool if smaller."""
+    if view.kv_total_tokens:
+        return min(view.profile.max_batch_tokens, view.kv_total_tokens)
+    return view.profile.max_batch_tokens
+
+
+def budget_fits(request: Request, view: WorkerView, load: WorkerLoad, limits: ModelLimits) -> bool:
+    """True when dispatching ``request`` keeps the worker within its dispatch budget.
+
+    A request larger than a whole budget is let through on an otherwise idle worker (for that
+    model), so that it is served rather than starved.
+    """
+    model_load = load.model(request.model)
+    if request.kind is RequestKind.LLM:
+        used = max(load.kv_tokens, view.kv_used_tokens or 0)
+        capacity = kv_capacity_tokens(view)
+        return used + request.context_tokens <= capacity or used == 0
+    return model_load.rows + request.rows <= limits.max_rows_in_flight or model_load.rows == 0
+
+
+def headroom(request: Request, view: WorkerView, load: WorkerLoad, limits: ModelLimits) -> float:
+    """Share of the worker's budget for this model left after placing ``request``, in [0, 1]."""
+    if request.kind is RequestKind.LLM:
+        capacity = kv_capacity_tokens(view)
+        used = max(load.kv_tokens, view.kv_used_tokens or 0) + request.context_tokens
+    else:
+        capacity = limits.max_rows_in_flight
+        used = load.model(request.model).rows + request.rows
+    return min(1.0, max(0.0, 1.0 - used / capacity))

@@ -1,0 +1,97 @@
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduling.fair_queue import FairQueue
+from scheduling.requests import Request
+from scheduling.tenants import Tier
+from tests.unit.scheduling.factories import request, tenant
+
+
+def _serve_one(queue: FairQueue) -> Request | None:
+    chosen = next(queue.candidates(lambda lane: False), None)
+    if chosen is not None:
+        queue.remove(chosen.request_id)
+        queue.charge(chosen)
+    return chosen
+
+
+def test_higher_tiers_are_served_first_whatever_the_counters() -> None:
+    queue = FairQueue()
+    batch, premium = tenant("b", Tier.BATCH), tenant("p", Tier.PREMIUM)
+    queue.counters["p"] = 1e9
+    queue.push(request(batch))
+    queue.push(request(premium))
+    served = _serve_one(queue)
+    assert served is not None and served.tenant.name == "p"
+
+
+def test_backlogged_tenants_get_service_in_proportion_to_weight() -> None:
+    queue = FairQueue()
+    heavy, light = tenant("heavy", weight=3.0), tenant("light", weight=1.0)
+    for _ in range(400):
+        queue.push(request(heavy, prefill=10, output=0))
+        queue.push(request(light, prefill=10, output=0))
+    served = [_serve_one(queue) for _ in range(400)]
+    share = sum(1 for r in served if r is not None and r.tenant.name == "heavy") / len(served)
+    assert 0.73 <= share <= 0.77
+
+
+def test_inside_a_tenant_the_earliest_deadline_goes_first() -> None:
+    queue = FairQueue()
+    who = tenant()
+    late, soon = request(who, deadline_in_s=10.0), request(who, deadline_in_s=1.0)
+    queue.push(late)
+    queue.push(soon)
+    assert _serve_one(queue) == soon
+
+
+def test_a_tenant_returning_from_idle_banks_no_credit() -> None:
+    queue = FairQueue()
+    busy, idle = tenant("busy"), tenant("idle")
+    for _ in range(50):
+        queue.push(request(busy))
+        _serve_one(queue)
+    queue.push(request(busy))
+    queue.push(request(idle))
+    assert queue.counters["idle"] == queue.counters["busy"]
+
+
+def test_a_blocked_lane_does_not_hold_back_another_models_requests() -> None:
+    queue = FairQueue()
+    who = tenant()
+    chat, embed = request(who, model="chat", deadline_in_s=1), request(who, model="embed", deadline_in_s=5)
+    queue.push(chat)
+    queue.push(embed)
+    first = next(queue.candidates(lambda lane: lane[0] == "chat"))
+    assert first == embed
+
+
+_arrivals = st.lists(st.tuples(st.sampled_from("AB"), st.integers(1, 200), st.booleans()), min_size=1, max_size=120)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_arrivals, st.sampled_from([1.0, 2.0, 3.0]))
+def test_weighted_service_gap_of_backlogged_tenants_stays_within_twice_the_largest_cost(
+        steps: list[tuple[str, int, bool]], weight_b: float) -> None:
+    queue = FairQueue(input_weight=1.0, output_weight=1.0)
+    tenants = {"A": tenant("A", weight=1.0), "B": tenant("B", weight=weight_b)}
+    largest = max(cost / tenants[name].weight for name, cost, _ in steps)
+    backlog = {"A": 0, "B": 0}
+    service = {"A": 0.0, "B": 0.0}
+    both_since: dict[str, float] | None = None
+    for name, cost, serve in steps:
+        queue.push(request(tenants[name], prefill=cost, output=0))
+        backlog[name] += 1
+        if both_since is None and backlog["A"] and backlog["B"]:
+            both_since = dict(service)
+        if not serve:
+            continue
+        served = _serve_one(queue)
+        assert served is not None
+        backlog[served.tenant.name] -= 1
+        service[served.tenant.name] += queue.charge_of(served)
+        if both_since is not None:
+            gap = (service["A"] - both_since["A"]) - (service["B"] - both_since["B"])
+            assert abs(gap) <= 2 * largest + 1e-9
+        if not (backlog["A"] and backlog["B"]):
+            both_since = None

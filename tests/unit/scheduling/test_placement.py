@@ -1,0 +1,64 @@
+import random
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scheduling.outcomes import RejectReason
+from scheduling.placement import Endpoint, fair_placement, least_loaded_placement
+from scheduling.tenants import Tier
+from scheduling.workers import WorkerLoad, WorkerView
+from tests.unit.scheduling.factories import BIG, LIMITS, SMALL, request, tenant, view
+
+
+def _endpoints(*views: WorkerView) -> list[Endpoint]:
+    return [Endpoint(v, WorkerLoad(), LIMITS["chat"], v.profile.decode_tokens_per_s) for v in views]
+
+
+def test_long_context_requests_go_to_the_big_gpu() -> None:
+    placement = fair_placement(random.Random(0))
+    chosen = placement.place(request(tenant(tier=Tier.BATCH), prefill=1500, output=200),
+                             _endpoints(view("small", SMALL), view("big", BIG)))
+    assert chosen is not None and chosen.worker_id == "big"
+
+
+def test_premium_goes_to_the_big_gpu_and_small_batch_requests_to_the_cheap_one() -> None:
+    placement = fair_placement(random.Random(0))
+    endpoints = _endpoints(view("small", SMALL), view("big", BIG))
+    premium = placement.place(request(tenant(tier=Tier.PREMIUM), prefill=20, output=20, slo_s=1.0), endpoints)
+    batch = placement.place(request(tenant(tier=Tier.BATCH), prefill=20, output=20, slo_s=5.0), endpoints)
+    assert premium is not None and premium.worker_id == "big"
+    assert batch is not None and batch.worker_id == "small"
+
+
+def test_a_cheap_gpu_that_would_miss_the_slo_is_not_chosen() -> None:
+    placement = fair_placement(random.Random(0))
+    endpoints = [Endpoint(view("small", SMALL), WorkerLoad(), LIMITS["chat"], 1.0),
+                 Endpoint(view("big", BIG), WorkerLoad(), LIMITS["chat"], 200.0)]
+    chosen = placement.place(request(tenant(tier=Tier.BATCH), prefill=400, output=20, slo_s=0.5), endpoints)
+    assert chosen is not None and chosen.worker_id == "big"
+
+
+def test_feasible_names_the_filter_that_left_nothing() -> None:
+    placement = fair_placement(random.Random(0))
+    endpoints = _endpoints(view("us", region="us"))
+    assert placement.feasible(request(tenant(regions=("eu",))), endpoints) is RejectReason.RESIDENCY
+    assert placement.feasible(request(tenant(), prefill=5000), endpoints) is RejectReason.TOO_LARGE
+    assert placement.feasible(request(tenant(), model="rerank"), endpoints) is RejectReason.NO_WORKER
+
+
+def test_an_unhealthy_worker_is_never_chosen() -> None:
+    chosen = least_loaded_placement(random.Random(0)).place(
+        request(tenant()), _endpoints(view("down", healthy=False), view("up")))
+    assert chosen is not None and chosen.worker_id == "up"
+
+
+@given(st.lists(st.tuples(st.sampled_from(["eu", "us", "ap"]), st.sampled_from([BIG, SMALL])), min_size=1, max_size=6),
+       st.sets(st.sampled_from(["eu", "us", "ap"]), max_size=2), st.integers(0, 1000), st.sampled_from(list(Tier)))
+def test_placement_never_violates_residency(workers: list[tuple[str, object]], residency: set[str],
+                                            prefill: int, tier: Tier) -> None:
+    views = [view(f"w{i}", profile, region) for i, (region, profile) in enumerate(workers)]  # type: ignore[arg-type]
+    who = tenant(tier=tier, regions=tuple(sorted(residency)))
+    for placement in (fair_placement(random.Random(1)), least_loaded_placement(random.Random(1))):
+        chosen = placement.place(request(who, prefill=prefill), _endpoints(*views))
+        if chosen is not None and residency:
+            assert chosen.view.region in residency
