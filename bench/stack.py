@@ -57,7 +57,7 @@ class Endpoints:
 def write_config(source: Path, target: Path, base_port: int) -> None:
     """Copy ``source``'s models and tenants into ``target``; rewrite pools onto ``base_port``."""
     target.mkdir(parents=True, exist_ok=True)
-    for name in ("models.yaml", "tenants.yaml"):
+    for name in ("models.yaml", "tenants.yaml", "scheduling.yaml"):
         shutil.copyfile(source / name, target / name)
     index = iter(range(1000))
     text, count = _BASE_PORT.subn(lambda m: f"{m.group(1)}{base_port + 100 * next(index)}",

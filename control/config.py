@@ -92,8 +92,14 @@ class PoolSpec(_Strict):
     region: str = "local"
     workers: Annotated[int, Field(ge=1, le=64)] = 1
     models: tuple[str, ...]
+    profile: str | None = None
     host: str = "127.0.0.1"
     base_port: Annotated[int, Field(ge=1024, le=65000)] = 8100
+
+    @property
+    def profile_name(self) -> str:
+        """The capacity profile (scheduling.yaml) of this pool's workers; default its GPU type."""
+        return self.profile or self.gpu_type
 
     def worker_ports(self, index: int) -> tuple[int, int, int]:
         """(http, grpc, metrics) ports of worker ``index`` in this pool."""
@@ -162,7 +168,7 @@ class ConfigError(ValueError):
     """A configuration file is missing, unreadable or invalid; the message names the file."""
 
 
-def _read_yaml(path: Path) -> object:
+def read_yaml(path: Path) -> object:
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -174,11 +180,11 @@ def _read_yaml(path: Path) -> object:
 def load_stack_config(pools_path: Path, models_path: Path) -> StackConfig:
     """Read and validate ``pools.yaml`` and ``models.yaml``; raise ConfigError naming the file."""
     try:
-        pools = PoolsFile.model_validate(_read_yaml(pools_path))
+        pools = PoolsFile.model_validate(read_yaml(pools_path))
     except ValueError as exc:
         raise ConfigError(f"{pools_path}: {exc}") from exc
     try:
-        models = ModelsFile.model_validate(_read_yaml(models_path))
+        models = ModelsFile.model_validate(read_yaml(models_path))
     except ValueError as exc:
         raise ConfigError(f"{models_path}: {exc}") from exc
     try:

@@ -27,6 +27,10 @@ class StackPaths:
         return self.config_dir / "tenants.yaml"
 
     @property
+    def scheduling_file(self) -> Path:
+        return self.config_dir / "scheduling.yaml"
+
+    @property
     def artifacts(self) -> Path:
         return self.state_dir / "artifacts"
 

@@ -10,6 +10,7 @@ import uvicorn
 
 from control.paths import StackPaths
 from gateway.app import create_app
+from scheduling.scheduler import Policy
 
 
 def main(
@@ -17,8 +18,9 @@ def main(
     port: Annotated[int, typer.Option()] = 8080,
     config_dir: Annotated[Path, typer.Option()] = StackPaths.config_dir,
     state_dir: Annotated[Path, typer.Option()] = StackPaths.state_dir,
+    policy: Annotated[Policy | None, typer.Option(help="override scheduling.yaml's policy")] = None,
 ) -> None:
-    app = create_app(StackPaths(config_dir=config_dir.resolve(), state_dir=state_dir.resolve()))
+    app = create_app(StackPaths(config_dir=config_dir.resolve(), state_dir=state_dir.resolve()), policy=policy)
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
                 loop="uvloop", http="httptools", timeout_graceful_shutdown=10)
 

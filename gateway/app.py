@@ -18,16 +18,20 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from control.config import StackConfig, WorkloadKind, load_stack_config
 from control.paths import StackPaths
+from control.scheduling_config import load_scheduling
 from control.supervisor import worker_addresses
 from control.tenants import load_tenants
 from gateway.context import RequestContextMiddleware
+from gateway.dispatcher import Dispatcher
 from gateway.errors import GatewayError, InvalidRequestError, UnprocessableError
 from gateway.metrics import GatewayMetrics
+from gateway.request_status import RequestStatusStore
 from gateway.responses import JSONResponse
-from gateway.routes import health, kserve, openai, rerank
+from gateway.routes import health, kserve, openai, requests, rerank
 from gateway.state import GatewayState
 from gateway.tokenization import LlmTokenizer, TextTokenizer
 from gateway.workers import WorkerPool
+from scheduling.scheduler import Policy, build_scheduler
 
 
 def load_tokenizers(config: StackConfig, paths: StackPaths, state: GatewayState) -> None:
@@ -91,25 +95,37 @@ def _install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Exception, unexpected_error)
 
 
-def create_app(paths: StackPaths, poll_interval_s: float = 1.0) -> FastAPI:
+def create_app(paths: StackPaths, poll_interval_s: float = 1.0, policy: Policy | None = None) -> FastAPI:
+    """The gateway for the stack in ``paths``; ``policy`` overrides scheduling.yaml's."""
     config = load_stack_config(paths.pools_file, paths.models_file)
+    scheduling = load_scheduling(paths.scheduling_file, config, policy)
     tenants = load_tenants(paths.tenants_file)
     metrics = GatewayMetrics()
+    profiles = {pool.name: scheduling.profile_of(pool.profile_name) for pool in config.pools}
+    versions = {model.name: model.version for model in config.models}
+    llm_models = frozenset(m.name for m in config.models if m.kind is WorkloadKind.LLM)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        pool = WorkerPool.connect(worker_addresses(config), poll_interval_s)
-        state = GatewayState(config=config, tenants=tenants, pool=pool, metrics=metrics)
+        pool = WorkerPool.connect(worker_addresses(config), poll_interval_s, llm_models)
+        scheduler = build_scheduler(scheduling.scheduler, scheduling.limits)
+        dispatcher = Dispatcher(scheduler, pool, metrics, RequestStatusStore(),
+                                lambda: pool.views(profiles, versions))
+        state = GatewayState(config=config, tenants=tenants, pool=pool, metrics=metrics,
+                             scheduling=scheduling, dispatcher=dispatcher)
         load_tokenizers(config, paths, state)
         app.state.gateway = state
         await pool.start()
+        pool.on_refresh.append(dispatcher.refresh_workers)
+        await dispatcher.start()
         try:
             yield
         finally:
+            await dispatcher.close()
             await pool.close()
 
     app = FastAPI(title="Shunter gateway", version="0.1.0", lifespan=lifespan)
-    for module in (openai, rerank, kserve, health):
+    for module in (openai, rerank, kserve, requests, health):
         app.include_router(module.router)
     _install_error_handlers(app)
     app.add_middleware(RequestContextMiddleware, metrics=metrics)

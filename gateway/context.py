@@ -4,7 +4,8 @@ one outcome per request recorded in the metrics.
 A pure ASGI middleware (cheaper than Starlette's BaseHTTPMiddleware on the hot path). Handlers
 put ``model`` and, on failure, ``outcome`` into ``scope["state"]``; the middleware records
 ``shunter_requests{route, model, outcome}`` and the duration when the last body byte is sent, or
-``cancelled`` when the client went away first.
+``cancelled`` when the client went away first. A request that the scheduler dispatched also gets
+``x-queue-wait-ms`` (admission to dispatch) and ``x-shunter-pool`` (where it ran).
 """
 
 from __future__ import annotations
@@ -36,6 +37,14 @@ def idempotency_key(scope: Scope) -> str | None:
     return None
 
 
+def _dispatch_headers(state: dict[str, Any]) -> list[tuple[bytes, bytes]]:
+    dispatch = state.get("dispatch")
+    if dispatch is None:
+        return []
+    return [(b"x-queue-wait-ms", f"{dispatch.queue_wait_s * 1000:.1f}".encode()),
+            (b"x-shunter-pool", dispatch.pool.encode())]
+
+
 def _outcome(state: dict[str, Any], status: int) -> str:
     if "outcome" in state:
         return str(state["outcome"])
@@ -63,7 +72,8 @@ class RequestContextMiddleware:
             if message["type"] == "http.response.start":
                 status = message["status"]
                 message.setdefault("headers", [])
-                message["headers"] = [*message["headers"], (REQUEST_ID_HEADER, request_id.encode())]
+                message["headers"] = [*message["headers"], (REQUEST_ID_HEADER, request_id.encode()),
+                                      *_dispatch_headers(state)]
             elif message["type"] == "http.response.body" and not message.get("more_body", False):
                 finished = True
             await send(message)

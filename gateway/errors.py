@@ -7,12 +7,18 @@
     ├── AuthenticationError           401 authentication_error
     ├── PermissionDeniedError         403 permission_error        (residency, model not allowed)
     ├── ModelNotFoundError            404 invalid_request_error   code model_not_found
+    ├── NotFoundError                 404 invalid_request_error   code request_not_found
     ├── RateLimitedError              429 rate_limit_error        + Retry-After
     ├── UnavailableError              503 service_unavailable     + Retry-After (saturated, cold)
     ├── DeadlineExceededError         504 timeout                 (queue deadline before dispatch)
+    ├── ClientClosedError             499 client_closed           (client went away; nobody reads it)
     └── UpstreamError                 502 upstream_error          (worker failed after retries)
 
 Every error carries the outcome label that metrics and the state store record.
+``rejection_error`` maps the scheduler's ``Rejected`` decisions into this tree: the tenant's own
+quotas and tier shedding are 429, capacity (no worker, predicted SLO miss, full queue) 503, a
+request no GPU type can hold 400, residency 403; each with the reason code and its signals in the
+message and ``Retry-After`` from the scheduler's estimate.
 The body is OpenAI's: ``{"error": {"type", "code", "message", "param"}}``; on the KServe v2 routes
 it is the v2 protocol's ``{"error": "<message>"}`` (what tritonclient parses) with ``type``,
 ``code`` and ``param`` beside it.
@@ -20,7 +26,10 @@ it is the v2 protocol's ``{"error": "<message>"}`` (what tritonclient parses) wi
 
 from __future__ import annotations
 
+import math
 from typing import Any
+
+from scheduling.outcomes import Rejected, RejectReason
 
 
 class GatewayError(Exception):
@@ -96,3 +105,46 @@ class UpstreamError(GatewayError):
 
 class PayloadTooLargeError(InvalidRequestError):
     status, code = 413, "payload_too_large"
+
+
+class NotFoundError(GatewayError):
+    status, type, code, outcome = 404, "invalid_request_error", "request_not_found", "rejected"
+
+
+class ClientClosedError(GatewayError):
+    status, type, code, outcome = 499, "client_closed", "client_closed", "cancelled"
+
+
+_REJECTION_CLASSES: dict[RejectReason, type[GatewayError]] = {
+    RejectReason.MAX_CONCURRENT: RateLimitedError,
+    RejectReason.REQUESTS_PER_SECOND: RateLimitedError,
+    RejectReason.TOKENS_PER_MINUTE: RateLimitedError,
+    RejectReason.TIER_SHED: RateLimitedError,
+    RejectReason.PREDICTED_SLO_MISS: UnavailableError,
+    RejectReason.QUEUE_FULL: UnavailableError,
+    RejectReason.NO_WORKER: UnavailableError,
+    RejectReason.TOO_LARGE: InvalidRequestError,
+    RejectReason.RESIDENCY: PermissionDeniedError,
+}
+_REJECTION_TEXT = {
+    RejectReason.MAX_CONCURRENT: "your tenant has its maximum number of requests in flight",
+    RejectReason.REQUESTS_PER_SECOND: "your tenant is over its requests-per-second quota",
+    RejectReason.TOKENS_PER_MINUTE: "your tenant is over its tokens-per-minute quota",
+    RejectReason.TIER_SHED: "the service is overloaded and sheds your tier first",
+    RejectReason.PREDICTED_SLO_MISS: "the request could not start before its deadline",
+    RejectReason.QUEUE_FULL: "the gateway's queue is full",
+    RejectReason.NO_WORKER: "no ready worker serves this model",
+    RejectReason.TOO_LARGE: "the request is larger than any worker or quota allows",
+    RejectReason.RESIDENCY: "this model is not served in a region your tenant allows",
+}
+
+
+def rejection_error(rejected: Rejected) -> GatewayError:
+    """The client-facing error for a scheduler rejection: reason as the code, signals in the message."""
+    cls = _REJECTION_CLASSES[rejected.reason]
+    retry = rejected.retry_after_s
+    retry_s = max(1, math.ceil(retry)) if retry is not None and math.isfinite(retry) else None
+    if retry_s is None and cls in (RateLimitedError, UnavailableError):
+        retry_s = 1
+    message = f"{_REJECTION_TEXT[rejected.reason]}: {rejected.explain()}"
+    return cls(message, code=rejected.reason.value, retry_after_s=retry_s)

@@ -18,7 +18,7 @@ import tritonclient.grpc.aio as grpcclient
 from tritonclient.utils import InferenceServerException
 
 from gateway.errors import UpstreamError
-from gateway.workers import WorkerPool, map_triton_error
+from gateway.workers import Worker, map_triton_error
 
 
 @dataclass(frozen=True)
@@ -80,10 +80,9 @@ def _chunk(result: Any) -> TextChunk:
 
 
 async def stream_generation(
-    pool: WorkerPool, model: str, request_id: str, request: GenerationRequest,
-    regions: frozenset[str] = frozenset(), idle_timeout_s: float = 60.0,
+    worker: Worker, model: str, request_id: str, request: GenerationRequest, idle_timeout_s: float = 60.0,
 ) -> AsyncIterator[TextChunk]:
-    """Yield the model's chunks for ``request``; see the module docstring."""
+    """Yield the model's chunks for ``request`` from ``worker``; see the module docstring."""
     sent = asyncio.Event()
     done = asyncio.Event()
     payload = {"model_name": model, "inputs": build_inputs(request), "request_id": request_id,
@@ -94,25 +93,26 @@ async def stream_generation(
         sent.set()
         await done.wait()  # keep our half of the stream open until the answer is complete
 
-    async with pool.lease(model, regions) as worker:
-        call = worker.client.stream_infer(requests())
-        try:
-            responses = call.__aiter__()
-            while True:
-                try:
-                    result, error = await asyncio.wait_for(responses.__anext__(), idle_timeout_s)
-                except StopAsyncIteration:
-                    raise UpstreamError(f"model {model} closed the stream early") from None
-                except TimeoutError:
-                    raise UpstreamError(f"model {model} sent nothing for {idle_timeout_s:.0f} s") from None
-                except InferenceServerException as exc:
-                    raise map_triton_error(exc, model) from exc
-                if error is not None:
-                    raise map_triton_error(error, model)
-                chunk = _chunk(result)
-                yield chunk
-                if chunk.finish_reason is not None:
-                    return
-        finally:
-            done.set()
-            call.cancel()
+    worker.in_flight += 1
+    call = worker.client.stream_infer(requests())
+    try:
+        responses = call.__aiter__()
+        while True:
+            try:
+                result, error = await asyncio.wait_for(responses.__anext__(), idle_timeout_s)
+            except StopAsyncIteration:
+                raise UpstreamError(f"model {model} closed the stream early") from None
+            except TimeoutError:
+                raise UpstreamError(f"model {model} sent nothing for {idle_timeout_s:.0f} s") from None
+            except InferenceServerException as exc:
+                raise map_triton_error(exc, model) from exc
+            if error is not None:
+                raise map_triton_error(error, model)
+            chunk = _chunk(result)
+            yield chunk
+            if chunk.finish_reason is not None:
+                return
+    finally:
+        worker.in_flight -= 1
+        done.set()
+        call.cancel()

@@ -21,8 +21,20 @@ class GatewayMetrics:
                                     "Time from request to last byte", ["route", "model"],
                                     buckets=_LATENCY_BUCKETS_S, registry=r)
         self.ttft_s = Histogram("shunter_time_to_first_token_seconds",
-                                "Time from request to first streamed token", ["model"],
+                                "Time from admission to first streamed token", ["model", "tier"],
                                 buckets=_LATENCY_BUCKETS_S, registry=r)
+        self.queue_wait_s = Histogram("shunter_queue_wait_seconds",
+                                      "Time from admission to dispatch to a worker", ["model", "tier"],
+                                      buckets=_LATENCY_BUCKETS_S, registry=r)
+        self.outcomes = Counter("shunter_scheduled_outcomes", "Outcomes of scheduled requests by tier",
+                                ["tier", "outcome"], registry=r)
+        self.rejections = Counter("shunter_admission_rejections", "Admission rejections by tier and reason",
+                                  ["tier", "reason"], registry=r)
+        self.weighted_service = Gauge("shunter_tenant_weighted_service_tokens",
+                                      "Virtual token counter per tenant (service / weight)",
+                                      ["tenant", "tier"], registry=r)
+        self.queue_depth = Gauge("shunter_queue_depth", "Requests waiting in the gateway's queue per tier",
+                                 ["tier"], registry=r)
         self.tokens = Counter("shunter_tokens", "Tokens processed by tenant, model and kind",
                               ["tenant", "model", "kind"], registry=r)
         self.in_flight = Gauge("shunter_in_flight_requests", "Requests in flight per model",

@@ -11,8 +11,10 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from control.config import ModelSpec, StackConfig, WorkloadKind
+from control.scheduling_config import SchedulingSettings
 from control.tenants import TenantDirectory
 from gateway.coalescer import RowCoalescer
+from gateway.dispatcher import Dispatcher
 from gateway.errors import InvalidRequestError, ModelNotFoundError, PermissionDeniedError
 from gateway.metrics import GatewayMetrics
 from gateway.tokenization import LlmTokenizer, TextTokenizer
@@ -49,10 +51,12 @@ class GatewayState:
     tenants: TenantDirectory
     pool: WorkerPool
     metrics: GatewayMetrics
+    scheduling: SchedulingSettings
+    dispatcher: Dispatcher
     llm_tokenizers: dict[str, LlmTokenizer] = field(default_factory=dict)
     text_tokenizers: dict[str, TextTokenizer] = field(default_factory=dict)
     idempotency: IdempotencyLedger = field(default_factory=IdempotencyLedger)
-    coalescers: dict[tuple[str, frozenset[str], tuple[str, ...]], RowCoalescer] = field(default_factory=dict)
+    coalescers: dict[tuple[str, str, tuple[str, ...]], RowCoalescer] = field(default_factory=dict)
 
     def served_models(self) -> list[ModelSpec]:
         served = self.pool.served_models()

@@ -2,9 +2,11 @@
 
 ``WorkerPool`` keeps a ``tritonclient.grpc.aio`` client per worker (HTTP/2 multiplexes every
 request over it), polls each worker's per-model readiness every ``poll_interval_s`` (bounded by a
-per-call timeout) and picks, for a model, the ready worker with the fewest requests in flight.
-Scheduling proper (admission, fair queueing, placement by GPU type) comes from ``scheduling/``;
-this is the transport it dispatches through. ``map_triton_error`` is the one translation of
+per-call timeout) and, on workers serving an LLM, the engine's live KV pool from Triton's metrics
+port (``shunter_llm_kv_blocks_*``, where the engine reports them). ``views`` turns that into the
+scheduling core's ``WorkerView``s; the core decides where each request goes, and this is the
+transport it dispatches through (``worker(name)``). ``pick`` remains for calls that are not
+scheduled (model metadata). ``map_triton_error`` is the one translation of
 Triton's errors into the gateway's taxonomy.
 """
 
@@ -12,10 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import httpx
 import tritonclient.grpc.aio as grpcclient
+from prometheus_client.parser import text_string_to_metric_families
 from tritonclient.utils import InferenceServerException
 
 from control.supervisor import WorkerAddress
@@ -26,6 +30,8 @@ from gateway.errors import (
     UnavailableError,
     UpstreamError,
 )
+from scheduling.capacity import CapacityProfile
+from scheduling.workers import WorkerView
 
 # Prefix of the messages our python backends raise for bad input (python_backends.batching).
 _INVALID_INPUT_PREFIX = "input '"
@@ -53,6 +59,8 @@ class Worker:
     client: grpcclient.InferenceServerClient
     ready_models: frozenset[str] = frozenset()
     in_flight: int = 0
+    kv_total_tokens: int | None = None
+    kv_used_tokens: int | None = None
 
 
 @dataclass
@@ -60,19 +68,24 @@ class WorkerPool:
     workers: list[Worker]
     poll_interval_s: float = 1.0
     poll_timeout_s: float = 2.0
+    llm_models: frozenset[str] = frozenset()
+    on_refresh: list[Callable[[], None]] = field(default_factory=list)
     _poller: asyncio.Task[None] | None = field(default=None, repr=False)
+    _http: httpx.AsyncClient | None = field(default=None, repr=False)
 
     @classmethod
-    def connect(cls, addresses: Sequence[WorkerAddress], poll_interval_s: float = 1.0) -> WorkerPool:
+    def connect(cls, addresses: Sequence[WorkerAddress], poll_interval_s: float = 1.0,
+                llm_models: frozenset[str] = frozenset()) -> WorkerPool:
         options = [("grpc.max_send_message_length", _GRPC_MAX_MESSAGE_BYTES),
                    ("grpc.max_receive_message_length", _GRPC_MAX_MESSAGE_BYTES)]
         workers = [
             Worker(a, grpcclient.InferenceServerClient(f"{a.host}:{a.grpc_port}", channel_args=options))
             for a in addresses
         ]
-        return cls(workers, poll_interval_s)
+        return cls(workers, poll_interval_s, llm_models=llm_models)
 
     async def start(self) -> None:
+        self._http = httpx.AsyncClient(timeout=self.poll_timeout_s)
         await self.refresh()
         self._poller = asyncio.create_task(self._poll_forever(), name="worker-readiness")
 
@@ -83,6 +96,8 @@ class WorkerPool:
                 await self._poller
         for worker in self.workers:
             await worker.client.close()
+        if self._http is not None:
+            await self._http.aclose()
 
     async def _poll_forever(self) -> None:
         while True:
@@ -91,6 +106,8 @@ class WorkerPool:
 
     async def refresh(self) -> None:
         await asyncio.gather(*(self._refresh_worker(w) for w in self.workers))
+        for callback in self.on_refresh:
+            callback()
 
     async def _refresh_worker(self, worker: Worker) -> None:
         ready = set()
@@ -101,6 +118,47 @@ class WorkerPool:
             except InferenceServerException:
                 break  # unreachable: nothing on it is ready
         worker.ready_models = frozenset(ready)
+        if self.llm_models & set(worker.address.models):
+            await self._refresh_kv(worker)
+
+    async def _refresh_kv(self, worker: Worker) -> None:
+        """Read the LLM engine's KV pool (blocks x block size) from the worker's metrics port."""
+        if self._http is None:
+            return
+        address = worker.address
+        try:
+            response = await self._http.get(f"http://{address.host}:{address.metrics_port}/metrics")
+            families = {f.name: f for f in text_string_to_metric_families(response.text)}
+        except (httpx.HTTPError, ValueError):
+            worker.kv_total_tokens = worker.kv_used_tokens = None
+            return
+        def total(name: str) -> float | None:
+            family = families.get(name)
+            return sum(s.value for s in family.samples) if family and family.samples else None
+        used, blocks = total("shunter_llm_kv_blocks_used"), total("shunter_llm_kv_blocks_total")
+        block_family = families.get("shunter_llm_kv_block_tokens")
+        block_tokens = max((s.value for s in block_family.samples), default=0.0) if block_family else 0.0
+        if used is None or not blocks or not block_tokens:
+            worker.kv_total_tokens = worker.kv_used_tokens = None
+            return
+        worker.kv_total_tokens, worker.kv_used_tokens = int(blocks * block_tokens), int(used * block_tokens)
+
+    def worker(self, name: str) -> Worker:
+        """The worker called ``name`` (the scheduler's worker id)."""
+        for worker in self.workers:
+            if worker.address.name == name:
+                return worker
+        raise UnavailableError(f"worker {name} is gone", code="worker_gone", retry_after_s=1)
+
+    def views(self, profiles: Mapping[str, CapacityProfile], versions: Mapping[str, int]) -> list[WorkerView]:
+        """The scheduling core's view of every worker; ``profiles`` by pool name."""
+        return [
+            WorkerView(w.address.name, w.address.pool, w.address.region, profiles[w.address.pool],
+                       {m: frozenset({versions[m]}) for m in w.ready_models if m in versions},
+                       healthy=bool(w.ready_models), kv_total_tokens=w.kv_total_tokens,
+                       kv_used_tokens=w.kv_used_tokens)
+            for w in self.workers
+        ]
 
     def served_models(self) -> set[str]:
         return {m for w in self.workers for m in w.address.models}

@@ -14,7 +14,8 @@ class CapacityProfile:
     """One worker of ``gpu_type``.
 
     ``max_batch_tokens`` bounds the KV tokens (prompt plus reserved output) in flight on the
-    worker; ``max_context_tokens`` the longest single sequence it accepts; speeds are the prior
+    worker and ``max_sequences`` the sequences its engine runs at once (more would wait inside the
+    engine, out of the gateway's control); ``max_context_tokens`` the longest single sequence; speeds are the prior
     for ``observed tokens/s`` until the worker has been measured.
     """
 
@@ -25,11 +26,12 @@ class CapacityProfile:
     prefill_tokens_per_s: float
     decode_tokens_per_s: float
     cost_per_hour: float
+    max_sequences: int = 256
     models: frozenset[str] = frozenset()
     quantizations: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
-        if min(self.max_batch_tokens, self.max_context_tokens) <= 0:
+        if min(self.max_batch_tokens, self.max_context_tokens, self.max_sequences) <= 0:
             raise ValueError(f"profile {self.gpu_type}: token limits must be > 0")
         if min(self.prefill_tokens_per_s, self.decode_tokens_per_s) <= 0 or self.cost_per_hour < 0:
             raise ValueError(f"profile {self.gpu_type}: speeds must be > 0 and cost >= 0")

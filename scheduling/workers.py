@@ -5,7 +5,7 @@ driver), the load the scheduler itself put on them (``WorkerLoad``), their obser
 Dispatch budgets keep Triton's queues shallow so that order is decided in the gateway: an LLM
 worker takes sequences while their prompt plus reserved output tokens fit its KV capacity (the
 profile's ``max_batch_tokens``, or the engine's live KV pool when it reports a smaller one); a
-batched model takes rows up to ``rows_per_instance`` times its max batch size per instance.
+its engine runs at most ``max_sequences`` at once; a batched model takes rows up to ``rows_per_instance`` times its max batch size per instance.
 """
 
 from __future__ import annotations
@@ -141,6 +141,8 @@ def budget_fits(request: Request, view: WorkerView, load: WorkerLoad, limits: Mo
     """
     model_load = load.model(request.model)
     if request.kind is RequestKind.LLM:
+        if model_load.requests >= view.profile.max_sequences:
+            return False
         used = max(load.kv_tokens, view.kv_used_tokens or 0)
         capacity = kv_capacity_tokens(view)
         return used + request.context_tokens <= capacity or used == 0

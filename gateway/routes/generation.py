@@ -7,17 +7,27 @@ ends in ``data: [DONE]`` or, after a failure, in one final error event.
 
 from __future__ import annotations
 
-import time
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from fastapi import Request as HttpRequest
 from sse_starlette import ServerSentEvent
 
 from control.config import ModelSpec
-from gateway.errors import ContextLengthExceededError, GatewayError, InvalidRequestError, UpstreamError
+from gateway.dispatcher import Ticket
+from gateway.errors import (
+    ClientClosedError,
+    ContextLengthExceededError,
+    GatewayError,
+    InvalidRequestError,
+    UpstreamError,
+)
 from gateway.llm import GenerationRequest, TextChunk, stream_generation
+from gateway.scheduled import client_gone
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, as_list
 from gateway.state import GatewayState
 from scheduling.tenants import Tenant
@@ -32,6 +42,10 @@ class Call:
     model: ModelSpec
     generation: GenerationRequest
     created: int
+    ticket: Ticket
+
+    def chunks(self) -> AsyncIterator[TextChunk]:
+        return stream_generation(self.ticket.worker, self.model.name, self.request_id, self.generation)
 
 
 def check_unsupported(body: ChatCompletionRequest | CompletionRequest) -> None:
@@ -69,16 +83,41 @@ def usage(chunk: TextChunk) -> dict[str, int]:
 
 
 async def collect(state: GatewayState, call: Call) -> tuple[str, TextChunk]:
-    """Run a call to completion; return the whole text and the final chunk."""
+    """Run a call to completion; return the whole text and the final chunk. Ends the call's ticket."""
     parts: list[str] = []
     last: TextChunk | None = None
-    async for chunk in stream_generation(state.pool, call.model.name, call.request_id,
-                                         call.generation, call.tenant.allowed_regions):
-        parts.append(chunk.text)
-        last = chunk
-    assert last is not None  # stream_generation ends only on a chunk with finish_reason
-    record_tokens(state, call, last)
-    return "".join(parts), last
+    outcome = "cancelled"
+    try:
+        async for chunk in call.chunks():
+            parts.append(chunk.text)
+            last = chunk
+        assert last is not None  # stream_generation ends only on a chunk with finish_reason
+        record_tokens(state, call, last)
+        outcome = "completed"
+        return "".join(parts), last
+    except GatewayError as exc:
+        outcome = exc.outcome_label
+        raise
+    finally:
+        call.ticket.finish(outcome, last.completion_tokens if last is not None else 0)
+
+
+async def collect_unless_gone(http_request: HttpRequest, state: GatewayState, call: Call) -> tuple[str, TextChunk]:
+    """``collect``, cancelled (and the Triton request with it) when the client disconnects."""
+    task = asyncio.ensure_future(collect(state, call))
+    gone = asyncio.ensure_future(client_gone(http_request.receive))
+    try:
+        racing: set[asyncio.Future[Any]] = {task, gone}
+        await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    if task.cancelled():
+        raise ClientClosedError("the client closed the connection during generation")
+    return task.result()
 
 
 def record_tokens(state: GatewayState, call: Call, last: TextChunk) -> None:
@@ -97,17 +136,19 @@ async def sse_stream(
     first_chunk: dict[str, Any] | None, make_chunk: Callable[[TextChunk], dict[str, Any]],
     include_usage: bool, usage_chunk: Callable[[dict[str, int]], dict[str, Any]],
 ) -> AsyncIterator[ServerSentEvent]:
-    """The SSE body of a streamed call: chunks, optional usage, ``[DONE]``; or an error event."""
-    started = time.perf_counter()
+    """The SSE body of a streamed call: chunks, optional usage, ``[DONE]``; or an error event.
+    Ends the call's ticket with the outcome and the tokens generated."""
     first_token_seen = False
+    outcome, generated = "cancelled", 0
     try:
         if first_chunk is not None:
             yield sse(first_chunk)
-        async for chunk in stream_generation(state.pool, call.model.name, call.request_id,
-                                             call.generation, call.tenant.allowed_regions):
+        async for chunk in call.chunks():
+            generated = chunk.completion_tokens
             if chunk.text and not first_token_seen:
                 first_token_seen = True
-                state.metrics.ttft_s.labels(call.model.name).observe(time.perf_counter() - started)
+                ttft_s = state.dispatcher.clock() - call.ticket.request.arrival_s
+                state.metrics.ttft_s.labels(call.model.name, call.tenant.tier.value).observe(ttft_s)
             if chunk.text or chunk.finish_reason is not None:
                 yield sse(make_chunk(chunk))
             if chunk.finish_reason is not None:
@@ -115,10 +156,13 @@ async def sse_stream(
                 if include_usage:
                     yield sse(usage_chunk(usage(chunk)))
         yield sse("[DONE]")
+        outcome = "completed"
     except GatewayError as exc:
-        scope_state["outcome"] = exc.outcome_label
+        outcome = scope_state["outcome"] = exc.outcome_label
         yield sse(exc.body())
     except Exception:  # never cut a stream without telling the client why
         failure = UpstreamError(f"generation on model {call.model.name} failed")
-        scope_state["outcome"] = failure.outcome_label
+        outcome = scope_state["outcome"] = failure.outcome_label
         yield sse(failure.body())
+    finally:
+        call.ticket.finish(outcome, generated)

@@ -18,6 +18,7 @@ from gateway.auth import authenticate
 from gateway.errors import InvalidRequestError, ModelNotFoundError, PayloadTooLargeError
 from gateway.kserve_codec import Tensor, decode_request, encode_response
 from gateway.responses import JSONResponse
+from gateway.scheduled import admit
 from gateway.state import GatewayState
 from gateway.workers import map_triton_error
 from scheduling.tenants import Tenant
@@ -62,14 +63,22 @@ async def _infer(request: Request, tenant: Tenant, name: str, version: str | Non
         infer_input.set_data_from_numpy(tensor.array)
         inputs.append(infer_input)
     outputs = [grpcclient.InferRequestedOutput(n) for n in decoded.outputs] or None
-    async with state.pool.lease(spec.name, tenant.allowed_regions) as worker:
-        try:
-            result = await worker.client.infer(
-                spec.name, inputs, model_version=str(spec.version), outputs=outputs,
-                request_id=request.scope["state"]["request_id"],
-                priority=tenant.tier.triton_priority, client_timeout=60.0)
-        except InferenceServerException as exc:
-            raise map_triton_error(exc, spec.name) from exc
+    first = decoded.inputs[0].array if decoded.inputs else None
+    rows = int(first.shape[0]) if first is not None and first.ndim and spec.batching.max_batch_size else 1
+    ticket = await admit(state, request, tenant, spec, prefill_tokens=0, rows=max(1, rows))
+    outcome = "cancelled"
+    try:
+        result = await ticket.worker.client.infer(
+            spec.name, inputs, model_version=str(spec.version), outputs=outputs,
+            request_id=request.scope["state"]["request_id"],
+            priority=tenant.tier.triton_priority, client_timeout=60.0)
+        outcome = "completed"
+    except InferenceServerException as exc:
+        error = map_triton_error(exc, spec.name)
+        outcome = error.outcome_label
+        raise error from exc
+    finally:
+        ticket.finish(outcome)
     response = result.get_response()
     tensors = [Tensor(o.name, o.datatype, result.as_numpy(o.name)) for o in response.outputs]
     binary = {t.name for t in tensors if t.name in decoded.binary_outputs

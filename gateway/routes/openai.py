@@ -10,13 +10,22 @@ import jinja2
 import numpy as np
 from fastapi import APIRouter, Depends, Request
 from sse_starlette import EventSourceResponse
+from starlette.background import BackgroundTask
 
 from control.config import ModelSpec, WorkloadKind
 from gateway.auth import authenticate
-from gateway.batched import infer_rows, text_rows
+from gateway.batched import run_batched, text_rows
 from gateway.errors import ContextLengthExceededError, InvalidRequestError
 from gateway.responses import JSONResponse
-from gateway.routes.generation import Call, build_generation, check_unsupported, collect, sse_stream, usage
+from gateway.routes.generation import (
+    Call,
+    build_generation,
+    check_unsupported,
+    collect_unless_gone,
+    sse_stream,
+    usage,
+)
+from gateway.scheduled import admit
 from gateway.schemas import ChatCompletionRequest, ChatMessage, CompletionRequest, EmbeddingRequest, as_list
 from gateway.state import GatewayState
 from scheduling.tenants import Tenant
@@ -47,13 +56,21 @@ def _llm(request: Request, tenant: Tenant, name: str) -> ModelSpec:
     return _state(request).model_for(name, {WorkloadKind.LLM}, tenant)
 
 
-def _start_call(request: Request, tenant: Tenant, model: ModelSpec,
-                body: ChatCompletionRequest | CompletionRequest, prompt: str, max_tokens: int | None) -> Call:
+async def _start_call(request: Request, tenant: Tenant, model: ModelSpec,
+                      body: ChatCompletionRequest | CompletionRequest, prompt: str, max_tokens: int | None) -> Call:
+    """Validate, admit and wait for a worker before anything is streamed, so that a rejection or
+    an expired deadline is an HTTP status, not an event in a stream."""
     state = _state(request)
     check_unsupported(body)
     generation = build_generation(state, model, tenant, prompt, body, max_tokens)
-    state.pool.pick(model.name, tenant.allowed_regions)  # fail fast (503/403) before streaming
-    return Call(request.scope["state"]["request_id"], tenant, model, generation, int(time.time()))
+    ticket = await admit(state, request, tenant, model, generation.prompt_tokens, generation.max_tokens)
+    return Call(request.scope["state"]["request_id"], tenant, model, generation, int(time.time()), ticket)
+
+
+def _event_stream(stream: Any, call: Call) -> EventSourceResponse:
+    # The background task ends the ticket if the stream never started (client gone at once).
+    return EventSourceResponse(stream, ping=SSE_PING_S, sep="\n",
+                               background=BackgroundTask(call.ticket.finish, "cancelled"))
 
 
 @router.post("/chat/completions")
@@ -67,7 +84,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, tenant
     except jinja2.TemplateError as exc:  # the model's own template rejects this conversation
         raise InvalidRequestError(f"the model's chat template rejects these messages: {exc}",
                                   param="messages") from exc
-    call = _start_call(request, tenant, model, body, prompt, body.max_completion_tokens or body.max_tokens)
+    call = await _start_call(request, tenant, model, body, prompt, body.max_completion_tokens or body.max_tokens)
     chunk_id = "chatcmpl-" + call.request_id.removeprefix("req_")
     base = {"id": chunk_id, "object": "chat.completion.chunk", "created": call.created, "model": body.model}
     if body.stream:
@@ -81,8 +98,8 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, tenant
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         stream = sse_stream(state, call, request.scope["state"], first, make_chunk, include_usage,
                             lambda u: {**base, "choices": [], "usage": u})
-        return EventSourceResponse(stream, ping=SSE_PING_S, sep="\n")
-    text, last = await collect(state, call)
+        return _event_stream(stream, call)
+    text, last = await collect_unless_gone(request, state, call)
     return JSONResponse({
         "id": chunk_id, "object": "chat.completion", "created": call.created, "model": body.model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
@@ -98,7 +115,7 @@ async def completions(body: CompletionRequest, request: Request, tenant: TenantD
     if body.suffix:
         raise InvalidRequestError("suffix is not supported", param="suffix")
     prompt = as_list(body.prompt)[0]
-    call = _start_call(request, tenant, _llm(request, tenant, body.model), body, prompt, body.max_tokens)
+    call = await _start_call(request, tenant, _llm(request, tenant, body.model), body, prompt, body.max_tokens)
     completion_id = "cmpl-" + call.request_id.removeprefix("req_")
     base = {"id": completion_id, "object": "text_completion", "created": call.created, "model": body.model}
     if body.stream:
@@ -109,8 +126,8 @@ async def completions(body: CompletionRequest, request: Request, tenant: TenantD
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         stream = sse_stream(_state(request), call, request.scope["state"], None, make_chunk,
                             include_usage, lambda u: {**base, "choices": [], "usage": u})
-        return EventSourceResponse(stream, ping=SSE_PING_S, sep="\n")
-    text, last = await collect(_state(request), call)
+        return _event_stream(stream, call)
+    text, last = await collect_unless_gone(request, _state(request), call)
     return JSONResponse({
         **base,
         "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": last.finish_reason}],
@@ -132,8 +149,8 @@ async def embeddings(body: EmbeddingRequest, request: Request, tenant: TenantDep
         raise ContextLengthExceededError(
             f"input {too_long[0]} has {counts[too_long[0]]} tokens; this model takes at most "
             f"{model.context_tokens}", param="input")
-    result = await infer_rows(state, model.name, request.scope["state"]["request_id"], tenant,
-                              {"text": text_rows(texts)}, ["embedding"])
+    result = await run_batched(state, request, tenant, model, {"text": text_rows(texts)}, ["embedding"],
+                               prefill_tokens=sum(counts))
     vectors = result["embedding"]
     if body.dimensions is not None and body.dimensions != vectors.shape[1]:
         raise InvalidRequestError(f"this model has {vectors.shape[1]} dimensions", param="dimensions")

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Request
 
 from control.config import WorkloadKind
 from gateway.auth import authenticate
-from gateway.batched import infer_rows, text_rows
+from gateway.batched import run_batched, text_rows
 from gateway.errors import ContextLengthExceededError
 from gateway.responses import JSONResponse
 from gateway.schemas import RerankRequest
@@ -26,15 +26,16 @@ async def rerank(body: RerankRequest, request: Request,
     request.scope["state"]["model"] = body.model
     model = state.model_for(body.model, {WorkloadKind.RERANK}, tenant)
     documents = [d if isinstance(d, str) else d.text for d in body.documents]
-    counts = state.text_tokenizers[model.name].counts([body.query])
+    counts = state.text_tokenizers[model.name].counts([body.query, *documents])
     if counts[0] > model.context_tokens:
         raise ContextLengthExceededError(
             f"the query has {counts[0]} tokens; this model takes at most {model.context_tokens}",
             param="query")
-    result = await infer_rows(
-        state, model.name, request.scope["state"]["request_id"], tenant,
+    pair_tokens = counts[0] * len(documents) + sum(counts[1:])
+    result = await run_batched(
+        state, request, tenant, model,
         {"query": text_rows([body.query] * len(documents)), "document": text_rows(documents)},
-        ["score"])
+        ["score"], prefill_tokens=pair_tokens)
     scores = result["score"].reshape(-1)
     order = np.argsort(-scores, kind="stable")[: body.top_n or len(documents)]
     results: list[dict[str, Any]] = []

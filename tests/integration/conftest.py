@@ -44,7 +44,7 @@ def make_paths(root: Path, base_port: int, models: tuple[str, ...] | None = None
     config_dir, state_dir = root / "config", root / "state"
     config_dir.mkdir(parents=True)
     state_dir.mkdir(parents=True)
-    for name in ("models.yaml", "tenants.yaml"):
+    for name in ("models.yaml", "tenants.yaml", "scheduling.yaml"):
         shutil.copy(shipped.config_dir / name, config_dir / name)
     pools = yaml.safe_load(shipped.pools_file.read_text())
     pools["pools"][0]["base_port"] = base_port

@@ -33,7 +33,7 @@ async def _stream_text(client: httpx.AsyncClient, topic: str) -> str:
 
 
 async def _run_streams(url: str, topics: list[str], concurrently: bool) -> list[str]:
-    headers = {"Authorization": f"Bearer {KEYS['batch']}"}
+    headers = {"Authorization": f"Bearer {KEYS['premium']}"}
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=300) as client:
         if concurrently:
             return list(await asyncio.gather(*(_stream_text(client, t) for t in topics)))

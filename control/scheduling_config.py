@@ -1,0 +1,97 @@
+"""``scheduling.yaml``: the gateway's policy, SLOs per tier, shedding and capacity profiles, read
+once at the edge into the pure core's types (``scheduling.*``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from control.config import ConfigError, StackConfig, WorkloadKind, read_yaml
+from scheduling.admission import AdmissionConfig
+from scheduling.capacity import CapacityProfile
+from scheduling.requests import RequestKind
+from scheduling.scheduler import Policy, SchedulerConfig
+from scheduling.tenants import Tier
+from scheduling.workers import ModelLimits
+
+Positive = Annotated[float, Field(gt=0)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Slo(_Strict):
+    """Per tier: time to first token (or to the result), time per output token, queue deadline."""
+
+    ttft_s: Positive
+    tpot_s: Positive
+    deadline_s: Positive
+
+
+class _Profile(_Strict):
+    memory_gib: Positive
+    max_batch_tokens: Annotated[int, Field(gt=0)]
+    max_context_tokens: Annotated[int, Field(gt=0)]
+    prefill_tokens_per_s: Positive
+    decode_tokens_per_s: Positive
+    cost_per_hour: Annotated[float, Field(ge=0)]
+    max_sequences: Annotated[int, Field(gt=0)] = 256
+    models: tuple[str, ...] = ()
+    quantizations: tuple[str, ...] = ()
+
+
+class SchedulingFile(_Strict):
+    policy: Policy = Policy.FAIR
+    max_queued: Annotated[int, Field(ge=1, le=1_000_000)] = 4096
+    rows_per_instance: Annotated[int, Field(ge=1, le=64)] = 2
+    slo: dict[Tier, Slo]
+    shed_wait_s: dict[Tier, Positive | None] = Field(default_factory=dict)
+    capacity_profiles: dict[str, _Profile]
+
+
+@dataclass(frozen=True)
+class SchedulingSettings:
+    """Everything the gateway needs to build and drive the scheduler."""
+
+    scheduler: SchedulerConfig
+    slo: dict[Tier, Slo]
+    profiles: dict[str, CapacityProfile]
+    limits: dict[str, ModelLimits]
+
+    def profile_of(self, profile_name: str) -> CapacityProfile:
+        return self.profiles[profile_name]
+
+
+def _limits(stack: StackConfig, rows_per_instance: int) -> dict[str, ModelLimits]:
+    return {
+        m.name: ModelLimits(m.name, RequestKind.LLM if m.kind is WorkloadKind.LLM else RequestKind.BATCHED,
+                            max_batch_size=m.batching.max_batch_size, instances=m.instances,
+                            rows_per_instance=rows_per_instance)
+        for m in stack.models
+    }
+
+
+def load_scheduling(path: Path, stack: StackConfig, policy: Policy | None = None) -> SchedulingSettings:
+    """Read and validate ``scheduling.yaml`` against the stack (every tier has an SLO, every pool's
+    profile exists); ``policy`` (a CLI flag) overrides the file's."""
+    try:
+        parsed = SchedulingFile.model_validate(read_yaml(path))
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    missing = [t.value for t in Tier if t not in parsed.slo]
+    if missing:
+        raise ConfigError(f"{path}: slo has no entry for tiers {missing}")
+    profiles = {name: CapacityProfile(name, **p.model_dump(exclude={"models", "quantizations"}),
+                                      models=frozenset(p.models), quantizations=frozenset(p.quantizations))
+                for name, p in parsed.capacity_profiles.items()}
+    for pool in stack.pools:
+        if pool.profile_name not in profiles:
+            raise ConfigError(f"{path}: pool {pool.name} uses profile '{pool.profile_name}', which is not defined")
+    shed = {tier: parsed.shed_wait_s.get(tier) for tier in Tier}
+    config = SchedulerConfig(policy=policy or parsed.policy, max_queued=parsed.max_queued,
+                             admission=AdmissionConfig(shed_wait_s=shed))
+    return SchedulingSettings(config, dict(parsed.slo), profiles, _limits(stack, parsed.rows_per_instance))

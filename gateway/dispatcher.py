@@ -1,0 +1,188 @@
+"""The asyncio driver of the scheduling core.
+
+A handler calls ``acquire(request, client_gone)``: the request is admitted or rejected at once
+(the rejection raised as the taxonomy's error), then waits in the core's queue until the one
+driver task releases it to a worker (a ``Ticket``), its deadline passes (504, never sent to a
+worker), it is shed (429), or ``client_gone`` completes (the client disconnected: it leaves the
+queue at once). The handler ends the ticket with ``finish(outcome, generated_tokens)`` exactly
+once; that frees the worker's budget and wakes the driver.
+
+The driver task wakes on every submit, finish and worker update, and otherwise at the earliest
+queued deadline, so expiry is late by no more than the event loop's latency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.errors import ClientClosedError, DeadlineExceededError, GatewayError, UnavailableError, rejection_error
+from gateway.metrics import GatewayMetrics
+from gateway.request_status import RequestStatusStore
+from gateway.workers import Worker, WorkerPool
+from scheduling.fair_queue import TIERS_IN_ORDER
+from scheduling.outcomes import Dispatch, Rejected, SchedulePlan
+from scheduling.requests import Request
+from scheduling.scheduler import Scheduler
+from scheduling.workers import WorkerView
+
+log = logging.getLogger(__name__)
+MAX_IDLE_S = 1.0
+DEPTH_INTERVAL_S = 0.5
+
+
+@dataclass
+class Ticket:
+    """A request released to ``worker``; ``finish`` it exactly once (later calls do nothing)."""
+
+    request: Request
+    dispatch: Dispatch
+    worker: Worker
+    _dispatcher: Dispatcher = field(repr=False)
+    _finished: bool = False
+
+    def finish(self, outcome: str, generated_tokens: int = 0) -> None:
+        if not self._finished:
+            self._finished = True
+            self._dispatcher.finish(self.request, outcome, generated_tokens)
+
+
+class Dispatcher:
+    def __init__(self, scheduler: Scheduler, pool: WorkerPool, metrics: GatewayMetrics,
+                 statuses: RequestStatusStore, views: Callable[[], list[WorkerView]],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.scheduler = scheduler
+        self.pool = pool
+        self.metrics = metrics
+        self.statuses = statuses
+        self._views = views
+        self.clock = clock
+        self._waiting: dict[str, asyncio.Future[Dispatch]] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._depth_updated_s = float("-inf")
+
+    async def start(self) -> None:
+        self.refresh_workers()
+        self._task = asyncio.create_task(self._run(), name="scheduler-driver")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for future in self._waiting.values():
+            if not future.done():
+                future.set_exception(UnavailableError("the gateway is shutting down", retry_after_s=5))
+
+    def refresh_workers(self) -> None:
+        """Give the core the workers' current views (readiness, live KV) and wake the driver."""
+        self.scheduler.update_workers(self._views())
+        self._wake.set()
+
+    async def acquire(self, request: Request, client_gone: Awaitable[object] | None = None) -> Ticket:
+        """Wait for ``request``'s turn; see the module docstring."""
+        self.statuses.queued(request)
+        decision = self.scheduler.submit(request, self.clock())
+        if isinstance(decision, Rejected):
+            raise self._rejected(request, decision)
+        future: asyncio.Future[Dispatch] = asyncio.get_running_loop().create_future()
+        self._waiting[request.request_id] = future
+        self._wake.set()
+        watcher = asyncio.ensure_future(client_gone) if client_gone is not None else None
+        try:
+            if watcher is not None:
+                racing: set[asyncio.Future[Any]] = {future, watcher}
+                await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
+            dispatch = await future if future.done() or watcher is None else None
+        except GatewayError as exc:  # expired or shed while queued
+            self._ended(request, exc.outcome_label)
+            raise
+        except BaseException:
+            self._abandon(request, future)
+            raise
+        finally:
+            self._waiting.pop(request.request_id, None)
+            if watcher is not None:
+                watcher.cancel()
+        if dispatch is None:
+            self._abandon(request, future)
+            raise ClientClosedError("the client closed the connection while the request was queued")
+        worker = self.pool.worker(dispatch.worker_id)
+        self.statuses.dispatched(dispatch, dispatch.worker_id)
+        self.metrics.queue_wait_s.labels(request.model, request.tier.value).observe(dispatch.queue_wait_s)
+        return Ticket(request, dispatch, worker, self)
+
+    def _abandon(self, request: Request, future: asyncio.Future[Dispatch]) -> None:
+        """The waiter left (disconnect, cancellation): take it out of the queue or off its worker."""
+        if future.done() and not future.cancelled() and future.exception() is None:
+            self.scheduler.complete(request.request_id, self.clock())
+        else:
+            future.cancel()
+            self.scheduler.cancel(request.request_id, self.clock())
+        self._ended(request, "cancelled")
+        self._wake.set()
+
+    def _rejected(self, request: Request, rejected: Rejected) -> GatewayError:
+        error = rejection_error(rejected)
+        self.metrics.rejections.labels(request.tier.value, rejected.reason.value).inc()
+        self._ended(request, error.outcome_label)
+        return error
+
+    def _ended(self, request: Request, outcome: str) -> None:
+        self.statuses.finished(request.request_id, outcome)
+        self.metrics.outcomes.labels(request.tier.value, outcome.partition("(")[0]).inc()
+
+    def finish(self, request: Request, outcome: str, generated_tokens: int = 0) -> None:
+        self.scheduler.complete(request.request_id, self.clock(), generated_tokens)
+        self._ended(request, outcome)
+        counter = self.scheduler.service_counters().get(request.tenant.name)
+        if counter is not None:
+            self.metrics.weighted_service.labels(request.tenant.name, request.tier.value).set(counter)
+        self._wake.set()
+
+    async def _run(self) -> None:
+        while True:
+            self._wake.clear()
+            try:
+                self._apply(self.scheduler.schedule(self.clock()))
+            except Exception:  # a bug here must not stop every request; it is logged and retried
+                log.exception("scheduling pass failed")
+            deadline = self.scheduler.next_deadline_s()
+            timeout_s = MAX_IDLE_S if deadline is None else min(MAX_IDLE_S, max(0.0, deadline - self.clock()))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout_s)
+
+    def _apply(self, plan: SchedulePlan) -> None:
+        for dispatch in plan.dispatches:
+            future = self._waiting.get(dispatch.request_id)
+            if future is None or future.done():
+                self.scheduler.complete(dispatch.request_id, self.clock())
+            else:
+                future.set_result(dispatch)
+        for expired in plan.expired:
+            self._fail(expired.request_id, DeadlineExceededError(
+                f"the request waited past its deadline (by {expired.late_by_s * 1000:.0f} ms) before a "
+                "worker could take it", code="deadline_exceeded"))
+        for shed in plan.shed:
+            self._fail(shed.request_id, rejection_error(shed))
+        if self.clock() - self._depth_updated_s >= DEPTH_INTERVAL_S:
+            self._update_depth()
+
+    def _fail(self, request_id: str, error: GatewayError) -> None:
+        future = self._waiting.get(request_id)
+        if future is not None and not future.done():
+            future.set_exception(error)
+
+    def _update_depth(self) -> None:
+        self._depth_updated_s = self.clock()
+        depth = dict.fromkeys(TIERS_IN_ORDER, 0)
+        for queued in self.scheduler.queue.queued():
+            depth[queued.tier] += 1
+        for tier, count in depth.items():
+            self.metrics.queue_depth.labels(tier.value).set(count)
