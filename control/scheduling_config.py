@@ -48,6 +48,7 @@ class SchedulingFile(_Strict):
     policy: Policy = Policy.FAIR
     max_queued: Annotated[int, Field(ge=1, le=1_000_000)] = 4096
     rows_per_instance: Annotated[int, Field(ge=1, le=64)] = 2
+    tier_budget_share: dict[Tier, Annotated[float, Field(gt=0, le=1)]] = Field(default_factory=dict)
     slo: dict[Tier, Slo]
     shed_wait_s: dict[Tier, Positive | None] = Field(default_factory=dict)
     capacity_profiles: dict[str, _Profile]
@@ -66,11 +67,12 @@ class SchedulingSettings:
         return self.profiles[profile_name]
 
 
-def _limits(stack: StackConfig, rows_per_instance: int) -> dict[str, ModelLimits]:
+def _limits(stack: StackConfig, parsed: SchedulingFile) -> dict[str, ModelLimits]:
     return {
         m.name: ModelLimits(m.name, RequestKind.LLM if m.kind is WorkloadKind.LLM else RequestKind.BATCHED,
                             max_batch_size=m.batching.max_batch_size, instances=m.instances,
-                            rows_per_instance=rows_per_instance)
+                            rows_per_instance=parsed.rows_per_instance,
+                            tier_share=dict(parsed.tier_budget_share))
         for m in stack.models
     }
 
@@ -94,4 +96,4 @@ def load_scheduling(path: Path, stack: StackConfig, policy: Policy | None = None
     shed = {tier: parsed.shed_wait_s.get(tier) for tier in Tier}
     config = SchedulerConfig(policy=policy or parsed.policy, max_queued=parsed.max_queued,
                              admission=AdmissionConfig(shed_wait_s=shed))
-    return SchedulingSettings(config, dict(parsed.slo), profiles, _limits(stack, parsed.rows_per_instance))
+    return SchedulingSettings(config, dict(parsed.slo), profiles, _limits(stack, parsed))

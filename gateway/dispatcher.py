@@ -7,8 +7,9 @@ worker), it is shed (429), or ``client_gone`` completes (the client disconnected
 queue at once). The handler ends the ticket with ``finish(outcome, generated_tokens)`` exactly
 once; that frees the worker's budget and wakes the driver.
 
-The driver task wakes on every submit, finish and worker update, and otherwise at the earliest
-queued deadline, so expiry is late by no more than the event loop's latency.
+Each admission runs a scheduling pass at once; the driver task runs one on every finish and
+worker update, and otherwise at the earliest queued deadline, so expiry is late by no more than
+the event loop's latency.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ class Dispatcher:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._depth_updated_s = float("-inf")
+        self._driver_wakes_s = float("-inf")
 
     async def start(self) -> None:
         self.refresh_workers()
@@ -93,7 +95,9 @@ class Dispatcher:
             raise self._rejected(request, decision)
         future: asyncio.Future[Dispatch] = asyncio.get_running_loop().create_future()
         self._waiting[request.request_id] = future
-        self._wake.set()
+        self._schedule_now()
+        if request.deadline_s < self._driver_wakes_s:
+            self._wake.set()  # the driver sleeps past this deadline: let it re-plan its sleep
         watcher = asyncio.ensure_future(client_gone) if client_gone is not None else None
         try:
             if watcher is not None:
@@ -116,6 +120,7 @@ class Dispatcher:
         worker = self.pool.worker(dispatch.worker_id)
         self.statuses.dispatched(dispatch, dispatch.worker_id)
         self.metrics.queue_wait_s.labels(request.model, request.tier.value).observe(dispatch.queue_wait_s)
+        self.metrics.in_flight.labels(request.model).inc()
         return Ticket(request, dispatch, worker, self)
 
     def _abandon(self, request: Request, future: asyncio.Future[Dispatch]) -> None:
@@ -140,21 +145,28 @@ class Dispatcher:
 
     def finish(self, request: Request, outcome: str, generated_tokens: int = 0) -> None:
         self.scheduler.complete(request.request_id, self.clock(), generated_tokens)
+        self.metrics.in_flight.labels(request.model).dec()
         self._ended(request, outcome)
         counter = self.scheduler.service_counters().get(request.tenant.name)
         if counter is not None:
             self.metrics.weighted_service.labels(request.tenant.name, request.tier.value).set(counter)
         self._wake.set()
 
+    def _schedule_now(self) -> None:
+        """One scheduling pass, applied at once (so the queue holds only what cannot start now,
+        which is what the next admission's wait estimate counts)."""
+        try:
+            self._apply(self.scheduler.schedule(self.clock()))
+        except Exception:  # a bug here must not stop every request; logged, retried by the driver
+            log.exception("scheduling pass failed")
+
     async def _run(self) -> None:
         while True:
             self._wake.clear()
-            try:
-                self._apply(self.scheduler.schedule(self.clock()))
-            except Exception:  # a bug here must not stop every request; it is logged and retried
-                log.exception("scheduling pass failed")
+            self._schedule_now()
             deadline = self.scheduler.next_deadline_s()
             timeout_s = MAX_IDLE_S if deadline is None else min(MAX_IDLE_S, max(0.0, deadline - self.clock()))
+            self._driver_wakes_s = self.clock() + timeout_s
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout_s)
 

@@ -62,6 +62,18 @@ class RequestStatusStore:
             record.outcome = outcome
             record.status = outcome.partition("(")[0]
 
+    def recent(self, tenant: str, status: str | None = None, limit: int = 100,
+               max_scanned: int = 10_000) -> list[RequestRecord]:
+        """The tenant's newest records (optionally only those in ``status``), newest first; looks
+        at no more than ``max_scanned`` records."""
+        found: list[RequestRecord] = []
+        for scanned, record in enumerate(reversed(self._records.values())):
+            if scanned >= max_scanned or len(found) >= limit:
+                break
+            if record.tenant == tenant and (status is None or record.status == status):
+                found.append(record)
+        return found
+
     def get(self, request_id: str, tenant: str) -> RequestRecord | None:
         """The record if it exists and belongs to ``tenant``; another tenant's reads as absent."""
         record = self._records.get(request_id)

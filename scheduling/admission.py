@@ -40,6 +40,7 @@ class AdmissionConfig:
     shed_wait_s: dict[Tier, float | None] = field(default_factory=lambda: {
         Tier.PREMIUM: None, Tier.STANDARD: 4.0, Tier.BATCH: 1.0})
     enforce_quotas: bool = True
+    reject_predicted_misses: bool = True
 
 
 @dataclass
@@ -79,9 +80,10 @@ class AdmissionControl:
             rejected = self._check_quotas(request, now)
             if rejected is not None:
                 return rejected
-        rejected = self._check_wait(request, estimate, now)
-        if rejected is not None:
-            return rejected
+        if self.config.reject_predicted_misses:
+            rejected = self._check_wait(request, estimate, now)
+            if rejected is not None:
+                return rejected
         self._take(request, now)
         return None
 

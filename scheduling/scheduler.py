@@ -8,8 +8,8 @@ asyncio loop, the simulator's event heap).
     next_deadline_s()    -> when the driver must call schedule() again at the latest
 
 Two policies share this code: ``fair`` (quotas, tier bands, VTC, EDF, predicted-wait admission,
-tier shedding, cost-aware placement) and ``fifo`` (arrival order, no quotas, least-loaded worker;
-the baseline). Both expire queued requests at their deadline, so none is dispatched late.
+tier shedding, per-tier shares of each worker's budget, cost-aware placement) and ``fifo``
+(arrival order, no quotas, no admission estimate, least-loaded worker; the baseline). Both expire queued requests at their deadline, so none is dispatched late.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from scheduling.admission import AdmissionConfig, AdmissionControl, WaitEstimate
@@ -65,10 +65,12 @@ class InFlight:
 class Scheduler:
     def __init__(self, config: SchedulerConfig, limits: Mapping[str, ModelLimits], rng: random.Random) -> None:
         self.config = config
-        self.limits = dict(limits)
         fair = config.policy is Policy.FAIR
+        self.limits = dict(limits) if fair else {
+            name: replace(limit, tier_share={}) for name, limit in limits.items()}
         self.queue: FairQueue | FifoQueue = FairQueue() if fair else FifoQueue()
-        admission = config.admission if fair else AdmissionConfig(shed_wait_s={}, enforce_quotas=False)
+        admission = config.admission if fair else AdmissionConfig(
+            shed_wait_s={}, enforce_quotas=False, reject_predicted_misses=False)
         self.admission = AdmissionControl(admission)
         self.placement: Placement = fair_placement(rng) if fair else least_loaded_placement(rng)
         self.views: dict[str, WorkerView] = {}

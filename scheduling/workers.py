@@ -10,10 +10,12 @@ its engine runs at most ``max_sequences`` at once; a batched model takes rows up
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from scheduling.capacity import CapacityProfile
 from scheduling.requests import Request, RequestKind
+from scheduling.tenants import Tier
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,12 @@ class ModelLimits:
     max_batch_size: int = 0
     instances: int = 1
     rows_per_instance: int = 2
+    tier_share: Mapping[Tier, float] = field(default_factory=dict)
+
+    def share(self, tier: Tier) -> float:
+        """Part of a worker's budget that requests of ``tier`` may fill (the rest stays free for
+        higher tiers, so a premium request finds room without preempting anything)."""
+        return self.tier_share.get(tier, 1.0)
 
     @property
     def max_rows_in_flight(self) -> int:
@@ -136,17 +144,20 @@ def kv_capacity_tokens(view: WorkerView) -> int:
 def budget_fits(request: Request, view: WorkerView, load: WorkerLoad, limits: ModelLimits) -> bool:
     """True when dispatching ``request`` keeps the worker within its dispatch budget.
 
-    A request larger than a whole budget is let through on an otherwise idle worker (for that
-    model), so that it is served rather than starved.
+    Requests of a tier fill at most their tier's share of it. A request larger than a whole
+    budget is let through on an otherwise idle worker (for that model), so that it is served
+    rather than starved.
     """
     model_load = load.model(request.model)
+    share = limits.share(request.tier)
     if request.kind is RequestKind.LLM:
-        if model_load.requests >= view.profile.max_sequences:
+        if model_load.requests >= max(1, int(view.profile.max_sequences * share)):
             return False
         used = max(load.kv_tokens, view.kv_used_tokens or 0)
-        capacity = kv_capacity_tokens(view)
+        capacity = kv_capacity_tokens(view) * share
         return used + request.context_tokens <= capacity or used == 0
-    return model_load.rows + request.rows <= limits.max_rows_in_flight or model_load.rows == 0
+    rows_capacity = max(1, int(limits.max_rows_in_flight * share))
+    return model_load.rows + request.rows <= rows_capacity or model_load.rows == 0
 
 
 def headroom(request: Request, view: WorkerView, load: WorkerLoad, limits: ModelLimits) -> float:

@@ -1,14 +1,16 @@
 """``GET /v1/requests/{id}``: a request's status, queue position and estimated start while queued,
-its outcome after; only the tenant that sent it can see it (to anyone else it does not exist)."""
+its outcome after; only the tenant that sent it can see it (to anyone else it does not exist).
+``GET /v1/requests?status=queued`` lists the tenant's own newest requests (at most ``limit``)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 
 from gateway.auth import authenticate
 from gateway.errors import NotFoundError
+from gateway.request_status import RequestRecord
 from gateway.responses import JSONResponse
 from gateway.state import GatewayState
 from scheduling.tenants import Tenant
@@ -23,11 +25,25 @@ async def request_status(request_id: str, request: Request,
     record = state.dispatcher.statuses.get(request_id, tenant.name)
     if record is None:
         raise NotFoundError(f"no request '{request_id}' for your tenant", param="request_id")
+    return JSONResponse(_describe(state, record))
+
+
+@router.get("/requests")
+async def list_requests(request: Request, tenant: Annotated[Tenant, Depends(authenticate)],
+                        status: Annotated[str | None, Query(max_length=32)] = None,
+                        limit: Annotated[int, Query(ge=1, le=100)] = 20) -> Any:
+    state: GatewayState = request.app.state.gateway
+    records = state.dispatcher.statuses.recent(tenant.name, status, limit)
+    return JSONResponse({"object": "list", "data": [_describe(state, r) for r in records]})
+
+
+def _describe(state: GatewayState, record: RequestRecord) -> dict[str, Any]:
     body = record.public()
     if record.status == "queued":
         now = state.dispatcher.clock()
-        place = state.dispatcher.scheduler.status(request_id, now)
+        place = state.dispatcher.scheduler.status(record.request_id, now)
         if place is not None:
             body["queue_position"] = place.position
-            body["estimated_start_in_s"] = round(place.estimated_start_s - now, 3)
-    return JSONResponse(body)
+            estimate = place.estimated_start_s - now
+            body["estimated_start_in_s"] = round(estimate, 3) if estimate != float("inf") else None
+    return body

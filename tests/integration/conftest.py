@@ -16,6 +16,7 @@ import httpx
 import pytest
 import yaml
 
+from bench.tenancy.stack import Ports, TwoPoolStack
 from control.paths import StackPaths
 from control.stack import Listen, LocalStack, load_config
 from control.supervisor import WorkerAddress, worker_addresses
@@ -64,3 +65,17 @@ def stack(tmp_path_factory: pytest.TempPathFactory, artifacts_dir: Path) -> Iter
         yield RunningStack(f"http://127.0.0.1:{GATEWAY_PORT}", paths, worker_addresses(load_config(paths))[0], local)
     finally:
         local.stop()
+
+
+TWO_POOL_BASE_PORT = 28400
+
+
+@pytest.fixture(scope="session")
+def two_pools(tmp_path_factory: pytest.TempPathFactory, artifacts_dir: Path) -> Iterator[TwoPoolStack]:
+    """Two pools (large/eu-west, small/us-east) with a fair gateway and a FIFO gateway."""
+    stack = TwoPoolStack(tmp_path_factory.mktemp("two_pools"), Ports.from_base(TWO_POOL_BASE_PORT))
+    stack.start()
+    try:
+        yield stack
+    finally:
+        stack.stop()

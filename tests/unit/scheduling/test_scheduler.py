@@ -164,3 +164,25 @@ def test_every_request_ends_in_exactly_one_outcome(ops: list[tuple[str, int, int
         assert len(terminal) == 1, (request_id, seen)
     assert not scheduler.in_flight and len(scheduler.queue) == 0
     assert all(scheduler.admission.in_flight(t.name) == 0 for t in tenants)
+
+
+def test_lower_tiers_fill_only_their_share_of_a_worker_and_premium_finds_room() -> None:
+    shares = {Tier.PREMIUM: 1.0, Tier.STANDARD: 0.75, Tier.BATCH: 0.5}
+    limits = {name: replace(limit, tier_share=shares) for name, limit in LIMITS.items()}
+    scheduler = build_scheduler(SchedulerConfig(), limits)
+    scheduler.update_workers([view("big", replace(BIG, max_sequences=8), "eu")])
+    batch = [request(tenant("b", Tier.BATCH), prefill=10, output=10, deadline_in_s=600) for _ in range(8)]
+    for r in batch:
+        scheduler.submit(r, now=0)
+    assert len(scheduler.schedule(now=0).dispatches) == 4
+    premium = request(tenant("p", Tier.PREMIUM), prefill=10, output=10)
+    scheduler.submit(premium, now=0)
+    assert [d.request_id for d in scheduler.schedule(now=0).dispatches] == [premium.request_id]
+
+
+def test_the_fifo_baseline_admits_without_quotas_or_estimates() -> None:
+    scheduler = _scheduler(Policy.FIFO)
+    who = tenant(max_concurrent=1, requests_per_second=1)
+    decisions = [scheduler.submit(request(who, prefill=2000, output=2000, deadline_in_s=0.01), now=0)
+                 for _ in range(10)]
+    assert all(isinstance(d, Admitted) for d in decisions)
