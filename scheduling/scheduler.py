@@ -9,7 +9,8 @@ asyncio loop, the simulator's event heap).
 
 Two policies share this code: ``fair`` (quotas, tier bands, VTC, EDF, predicted-wait admission,
 tier shedding, per-tier shares of each worker's budget, cost-aware placement) and ``fifo``
-(arrival order, no quotas, no admission estimate, least-loaded worker; the baseline). Both expire queued requests at their deadline, so none is dispatched late.
+(arrival order, no quotas, no admission estimate, least-loaded worker; the baseline). Both expire
+queued requests at their deadline, so none is dispatched late.
 """
 
 from __future__ import annotations

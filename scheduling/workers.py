@@ -4,8 +4,9 @@ driver), the load the scheduler itself put on them (``WorkerLoad``), their obser
 
 Dispatch budgets keep Triton's queues shallow so that order is decided in the gateway: an LLM
 worker takes sequences while their prompt plus reserved output tokens fit its KV capacity (the
-profile's ``max_batch_tokens``, or the engine's live KV pool when it reports a smaller one); a
-its engine runs at most ``max_sequences`` at once; a batched model takes rows up to ``rows_per_instance`` times its max batch size per instance.
+profile's ``max_batch_tokens``, or the engine's live KV pool when it reports a smaller one) and
+its engine runs at most ``max_sequences`` at once; a batched model takes rows up to
+``rows_per_instance`` times its max batch size per instance. Each tier fills at most its share.
 """
 
 from __future__ import annotations

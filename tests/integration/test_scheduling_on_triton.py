@@ -13,7 +13,7 @@ import pytest
 
 from bench.tenancy.scenarios import capacity, noisy_neighbour, overload, summarize, tier_summary
 from bench.tenancy.stack import KEYS, TwoPoolStack
-from bench.tenancy.traffic import chat, settle
+from bench.tenancy.traffic import Observation, chat, settle
 
 pytestmark = pytest.mark.integration
 MARKER = "zebra-marker-7f3a"
@@ -77,9 +77,11 @@ def test_overload_keeps_premium_within_its_slo_and_sheds_batch_first(two_pools: 
     assert _rss_mb(two_pools.stack.gateway.pid) - rss_before < 100, report
 
 
-async def _fill_large_pool(client: httpx.AsyncClient, count: int = 8) -> list[asyncio.Task]:  # type: ignore[type-arg]
-    fillers = [asyncio.create_task(chat(client, "eu-only", KEYS["eu-only"], "Count from 1 to 1000, one number per line.", 400))
-               for _ in range(count)]
+COUNTING = "Count from 1 to 1000, one number per line."
+
+
+async def _fill_large_pool(client: httpx.AsyncClient, count: int = 8) -> list[asyncio.Task[Observation]]:
+    fillers = [asyncio.create_task(chat(client, "eu-only", KEYS["eu-only"], COUNTING, 400)) for _ in range(count)]
     await asyncio.sleep(1.5)  # all dispatched: the large pool's eight sequence slots are taken
     return fillers
 
