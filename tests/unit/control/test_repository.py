@@ -45,7 +45,14 @@ def test_chat_is_decoupled_with_optional_sampling_inputs(config: StackConfig) ->
     parsed = _parse(render_config(chat, "cpu"))
     assert parsed.model_transaction_policy.decoupled
     optional = {i.name for i in parsed.input if i.optional}
-    assert optional == {"max_tokens", "temperature", "top_p", "top_k", "seed", "stop"}
+    assert optional == {"max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "priority"}
+    assert parsed.parameters["kv_cache_tokens"].string_value == chat.parameters["kv_cache_tokens"]
+
+
+def test_chat_kv_pool_defaults_to_two_contexts() -> None:
+    spec = ModelSpec(name="chat", kind=WorkloadKind.LLM, context_tokens=1024)
+    parsed = _parse(render_config(spec, "cpu"))
+    assert parsed.parameters["kv_cache_tokens"].string_value == "2048"
 
 
 def test_render_places_adapter_artifacts_and_warmup(config: StackConfig, artifacts_dir: Path, tmp_path: Path) -> None:
