@@ -1,6 +1,11 @@
 """Render the Triton model repository from ``triton_configs/`` templates and built artifacts.
 
-Contract: ``render_repository(config, artifacts_dir, out_dir, gpu_type)`` writes, for every model
+Contract: ``render_configs(model, gpu_type)`` returns the ``config.pbtxt`` text of every Triton
+model that serves ``model`` on a pool of ``gpu_type``: one model, except an LLM on a GPU pool,
+which is the TensorRT-LLM ensemble ``<name>`` over ``<name>_preprocessing``,
+``<name>_tensorrt_llm`` and ``<name>_postprocessing`` (templates in ``triton_configs/llm_trtllm/``,
+settings from the model's ``trtllm_*`` parameters, see ``trtllm_settings``).
+``render_repository(config, artifacts_dir, out_dir, gpu_type)`` writes, for every model
 in ``config``, ``out_dir/<model>/config.pbtxt`` (template of its workload kind, a version policy
 listing exactly the served version), ``out_dir/<model>/<version>/model.py`` (the thin python
 backend adapter of its kind) plus the model's artifact files, and the warmup samples under
@@ -49,12 +54,63 @@ def _environment() -> jinja2.Environment:
     )
 
 
-def render_config(model: ModelSpec, gpu_type: str) -> str:
-    """The ``config.pbtxt`` text of ``model`` for a pool of ``gpu_type``."""
-    template = _environment().get_template(f"{model.kind.value}.pbtxt.j2")
-    text = template.render(model=model, gpu_type=gpu_type, versions=[model.version])
+_TRTLLM_STEPS = ("preprocessing", "tensorrt_llm", "postprocessing")
+_SCHEDULER_POLICIES = ("guaranteed_no_evict", "max_utilization")
+
+
+def _tidy(text: str) -> str:
     lines = [line.rstrip() for line in text.splitlines()]
     return "\n".join(line for line in lines if line) + "\n"
+
+
+def render_config(model: ModelSpec, gpu_type: str) -> str:
+    """The ``config.pbtxt`` text of the model that clients call for ``model`` on ``gpu_type``."""
+    return render_configs(model, gpu_type)[model.name]
+
+
+def uses_trtllm(model: ModelSpec, gpu_type: str) -> bool:
+    return model.kind is WorkloadKind.LLM and gpu_type != "cpu"
+
+
+def render_configs(model: ModelSpec, gpu_type: str) -> dict[str, str]:
+    """Triton model name -> ``config.pbtxt`` text, for every Triton model serving ``model``."""
+    env = _environment()
+    versions = [model.version]
+    if not uses_trtllm(model, gpu_type):
+        template = env.get_template(f"{model.kind.value}.pbtxt.j2")
+        return {model.name: _tidy(template.render(model=model, gpu_type=gpu_type, versions=versions))}
+    names = {step: f"{model.name}_{step}" for step in _TRTLLM_STEPS}
+    settings = trtllm_settings(model)
+    configs = {model.name: _tidy(env.get_template("llm_trtllm/ensemble.pbtxt.j2").render(
+        model=model, names=names, versions=versions))}
+    for step, name in names.items():
+        template = env.get_template(f"llm_trtllm/{step}.pbtxt.j2")
+        configs[name] = _tidy(template.render(model=model, name=name, trtllm=settings, versions=versions))
+    return configs
+
+
+def trtllm_settings(model: ModelSpec) -> dict[str, str]:
+    """TensorRT-LLM settings from the model's parameters, with defaults; raise RenderError on a
+    bad policy or fraction. ``max_tokens_in_paged_kv_cache`` is the CPU pool's ``kv_cache_tokens``."""
+    params = model.parameters
+    settings = {
+        "engine_dir": params.get("trtllm_engine_dir", f"/models/{model.name}/trtllm_engine"),
+        "tokenizer_dir": params.get("trtllm_tokenizer_dir", f"/models/{model.name}/tokenizer"),
+        "batch_scheduler_policy": params.get("trtllm_batch_scheduler_policy", "max_utilization"),
+        "kv_cache_free_gpu_mem_fraction": params.get("trtllm_kv_cache_free_gpu_mem_fraction", "0.9"),
+        "max_tokens_in_paged_kv_cache": params.get("kv_cache_tokens", str(2 * model.context_tokens)),
+        "enable_chunked_context": params.get("trtllm_enable_chunked_context", "true"),
+        "max_num_sequences": params.get("trtllm_max_num_sequences", "64"),
+    }
+    if settings["batch_scheduler_policy"] not in _SCHEDULER_POLICIES:
+        raise RenderError(f"model {model.name}: trtllm_batch_scheduler_policy must be one of {_SCHEDULER_POLICIES}")
+    try:
+        fraction = float(settings["kv_cache_free_gpu_mem_fraction"])
+    except ValueError:
+        fraction = -1.0
+    if not 0.0 < fraction < 1.0:
+        raise RenderError(f"model {model.name}: trtllm_kv_cache_free_gpu_mem_fraction must be in (0, 1)")
+    return settings
 
 
 def _encode_bytes_tensor(values: list[bytes]) -> bytes:
@@ -85,6 +141,17 @@ def _place(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
+def _build_trtllm_dirs(model: ModelSpec, gpu_type: str, staging: Path) -> list[str]:
+    """The TensorRT-LLM ensemble's model directories (configs and empty version directories; the
+    engine is read from ``trtllm_engine_dir`` on the GPU host). Returns the names, ensemble first."""
+    names = []
+    for name, text in render_configs(model, gpu_type).items():
+        (staging / name / str(model.version)).mkdir(parents=True)
+        (staging / name / "config.pbtxt").write_text(text, encoding="utf-8")
+        names.append(name)
+    return names
+
+
 def _build_model_dir(model: ModelSpec, artifacts_dir: Path, gpu_type: str, target: Path) -> None:
     source = artifacts_dir / model.name
     if not source.is_dir():
@@ -109,12 +176,16 @@ def render_repository(
     for model in config.models:
         staging = Path(tempfile.mkdtemp(prefix=f".{model.name}-", dir=out_dir))
         try:
-            _build_model_dir(model, artifacts_dir, gpu_type, staging / "model")
-            final = out_dir / model.name
-            retired = staging / "retired"
-            if final.exists():
-                final.rename(retired)
-            (staging / "model").rename(final)
+            if uses_trtllm(model, gpu_type):
+                names = _build_trtllm_dirs(model, gpu_type, staging / "models")
+            else:
+                _build_model_dir(model, artifacts_dir, gpu_type, staging / "models" / model.name)
+                names = [model.name]
+            for name in names:
+                final = out_dir / name
+                if final.exists():
+                    final.rename(staging / f"retired-{name}")
+                (staging / "models" / name).rename(final)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         rendered.append(model.name)

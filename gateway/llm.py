@@ -48,6 +48,17 @@ def _tensor(name: str, value: np.ndarray, datatype: str) -> grpcclient.InferInpu
     return tensor
 
 
+TRITON_PRIORITY_LEVELS = 3  # the chat model's priority_levels (config/models.yaml)
+
+
+def engine_priority(triton_priority: int) -> int | None:
+    """The engine's ``priority`` input (higher = more important) for a Triton priority level
+    (1 = most important, i.e. premium); None for 0, Triton's "default level"."""
+    if triton_priority <= 0:
+        return None
+    return max(1, TRITON_PRIORITY_LEVELS + 1 - triton_priority)
+
+
 def build_inputs(request: GenerationRequest) -> list[grpcclient.InferInput]:
     inputs = [
         _tensor("prompt", np.array([request.prompt.encode("utf-8")], dtype=np.object_), "BYTES"),
@@ -58,6 +69,7 @@ def build_inputs(request: GenerationRequest) -> list[grpcclient.InferInput]:
         ("top_p", request.top_p, np.float32, "FP32"),
         ("top_k", request.top_k, np.int32, "INT32"),
         ("seed", request.seed, np.int64, "INT64"),
+        ("priority", engine_priority(request.priority), np.int32, "INT32"),
     ]
     for name, value, dtype, datatype in optional:
         if value is not None:

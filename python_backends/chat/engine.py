@@ -1,89 +1,194 @@
-"""CPU reference LLM engine: llama.cpp (via llama-cpp-python) over a GGUF model.
+"""CPU reference LLM engine with continuous (iteration-level) batching over a paged KV pool.
 
-``LlamaEngine.generate(prompt, params, is_cancelled)`` yields ``Delta``s: text safe to send
-(see ``text_stream``), and a last delta with ``finish_reason`` in {"stop", "length",
-"cancelled"} and the usage counts. One engine serves one request at a time (llama.cpp contexts
-are not thread-safe); the Triton adapter feeds it from a queue. Greedy decoding
-(``temperature == 0``) is deterministic; sampled decoding depends only on the request's seed.
+``BatchEngine.submit(prompt, params, sink, priority)`` queues a generation; every ``step()``
+asks the ``Scheduler`` for a plan, runs it as one ``llama_decode`` (decode tokens of all running
+sequences plus prefill chunks), samples one token for each sequence whose input is complete
+(from its own logits row, with its own RNG) and sends the text to the sequence's sink. A
+generation ends with one ``Delta`` carrying ``finish_reason`` (``stop``: end-of-generation token
+or stop string; ``length``: ``max_tokens`` or the sequence limit; ``cancelled``: the sink said
+so) and the usage counts; its blocks and KV cells are freed in the same step.
+
+Thread contract: one thread calls everything (it owns the llama.cpp context); sinks are called
+on that thread. ``generate()`` runs one request alone to completion (tests, benchmarks).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from python_backends.batching import InvalidInputError
+from python_backends.chat.block_pool import BlockPool
+from python_backends.chat.engine_config import EngineConfig
+from python_backends.chat.llama_runtime import BatchEntry, KvSlotError, LlamaRuntime
 from python_backends.chat.params import GenerationParams
-from python_backends.chat.text_stream import StopTextStream
+from python_backends.chat.scheduler import Chunk, Scheduler, SchedulerLimits
+from python_backends.chat.sequence import Delta, Sequence, Sink
+
+__all__ = ["BatchEngine", "Delta", "EngineStats", "ListSink"]
 
 
 @dataclass(frozen=True)
-class Delta:
-    text: str
-    finish_reason: str | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
+class EngineStats:
+    """A snapshot for metrics: gauges now, counters since start."""
+
+    kv_blocks_used: int
+    kv_blocks_total: int
+    kv_block_tokens: int
+    running: int
+    waiting: int
+    preemptions_total: int
+    prefill_tokens_total: int
+    decode_tokens_total: int
 
 
-class LlamaEngine:
-    def __init__(self, model_path: Path, context_tokens: int, n_threads: int) -> None:
-        import llama_cpp
+@dataclass
+class ListSink:
+    """A sink that keeps every delta (tests, benchmarks, warm-up)."""
 
-        self._llama_cpp = llama_cpp
-        self.context_tokens = context_tokens
-        self.llm = llama_cpp.Llama(
-            model_path=str(model_path),
-            n_ctx=context_tokens,
-            n_threads=n_threads,
-            n_threads_batch=n_threads,
-            n_batch=512,
-            verbose=False,
-        )
-        self._vocab = self.llm._model.vocab
+    cancel: Callable[[list[Delta]], bool] = lambda deltas: False
+    deltas: list[Delta] = field(default_factory=list)
+    error: Exception | None = None
+
+    def send(self, delta: Delta) -> None:
+        self.deltas.append(delta)
+
+    def fail(self, error: Exception) -> None:
+        self.error = error
+
+    def is_cancelled(self) -> bool:
+        return self.cancel(self.deltas)
+
+    @property
+    def done(self) -> bool:
+        return self.error is not None or (bool(self.deltas) and self.deltas[-1].finish_reason is not None)
+
+    @property
+    def text(self) -> str:
+        return "".join(d.text for d in self.deltas)
+
+
+class BatchEngine:
+    def __init__(self, runtime: LlamaRuntime, config: EngineConfig) -> None:
+        self.runtime = runtime
+        self.config = config
+        self.pool = BlockPool(config.total_blocks, config.block_tokens)
+        self.scheduler = Scheduler(self.pool, SchedulerLimits(
+            config.max_running, config.max_batch_tokens, config.prefill_chunk_tokens))
+        self._arrivals = 0
+        self.prefill_tokens_total = 0
+        self.decode_tokens_total = 0
+
+    @classmethod
+    def load(cls, model_path: Path, config: EngineConfig) -> BatchEngine:
+        runtime = LlamaRuntime(model_path, config.cells_per_sequence, config.max_running,
+                               config.max_batch_tokens, config.n_threads, config.flash_attention)
+        return cls(runtime, config)
 
     def tokenize(self, prompt: str) -> list[int]:
-        """Token ids of an already templated prompt (special tokens parsed, BOS per the model)."""
-        return list(self.llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True))
+        return self.runtime.tokenize(prompt)
 
-    def _is_end(self, token: int) -> bool:
-        return bool(self._llama_cpp.llama_vocab_is_eog(self._vocab, token))
-
-    def generate(
-        self, prompt: str, params: GenerationParams, is_cancelled: Callable[[], bool]
-    ) -> Iterator[Delta]:
-        tokens = self.tokenize(prompt)
+    def submit(self, prompt: str, params: GenerationParams, sink: Sink, priority: int = 0) -> Sequence:
+        """Queue a generation; raise InvalidInputError for an empty or too long prompt."""
+        tokens = self.runtime.tokenize(prompt)
         if not tokens:
             raise InvalidInputError("prompt", "is empty")
-        room = self.context_tokens - len(tokens)
-        if room < 1:
-            raise InvalidInputError(
-                "prompt", f"has {len(tokens)} tokens; the context holds {self.context_tokens}"
-            )
-        budget = min(params.max_tokens, room)
-        stream = StopTextStream(params.stop)
-        self.llm.set_seed(params.seed)
-        generated = 0
-        finish = "length"
-        for token in self.llm.generate(
-            tokens, top_k=params.top_k, top_p=params.top_p, min_p=0.0, typical_p=1.0,
-            temp=params.temperature, repeat_penalty=1.0,
-        ):
-            if is_cancelled():
-                finish = "cancelled"
-                break
-            if self._is_end(token):
-                finish = "stop"
-                break
-            generated += 1
-            text = stream.push(self.llm.detokenize([token]))
-            if stream.stopped:
-                finish = "stop"
-                if text:
-                    yield Delta(text)
-                break
-            if text:
-                yield Delta(text)
-            if generated >= budget:
-                break
-        yield Delta(stream.flush(), finish, len(tokens), generated)
+        limit = self.config.sequence_limit_tokens
+        if len(tokens) >= limit:
+            raise InvalidInputError("prompt", f"has {len(tokens)} tokens; a sequence holds at most {limit}")
+        self._arrivals += 1
+        seq = Sequence(number=self._arrivals, prompt_tokens=len(tokens),
+                       max_new_tokens=min(params.max_tokens, limit - len(tokens)),
+                       priority=priority, params=params, sink=sink, tokens=tokens)
+        self.scheduler.add(seq)
+        return seq
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.scheduler.running or self.scheduler.waiting)
+
+    def stats(self) -> EngineStats:
+        return EngineStats(
+            kv_blocks_used=self.pool.used_blocks, kv_blocks_total=self.pool.total_blocks,
+            kv_block_tokens=self.pool.block_tokens, running=len(self.scheduler.running),
+            waiting=len(self.scheduler.waiting), preemptions_total=self.scheduler.preemptions_total,
+            prefill_tokens_total=self.prefill_tokens_total, decode_tokens_total=self.decode_tokens_total)
+
+    def step(self) -> bool:
+        """Run one iteration; False when there was nothing to do."""
+        self._reap_cancelled()
+        plan = self.scheduler.schedule()
+        for slot in plan.released_slots:
+            self.runtime.remove(slot)
+        if not plan.chunks:
+            return bool(plan.released_slots)
+        entries = [BatchEntry(c.seq.tokens[c.start + i], _slot(c), c.start + i,
+                              c.wants_logits and i == c.count - 1)
+                   for c in plan.chunks for i in range(c.count)]
+        try:
+            rows = iter(self.runtime.decode(entries))
+        except KvSlotError:  # the pool's headroom should prevent this; recover, never crash
+            victim_slot = self.scheduler.preempt_one()
+            if victim_slot is not None:
+                self.runtime.remove(victim_slot)
+            return True
+        for chunk in plan.chunks:
+            chunk.seq.computed += chunk.count
+            if chunk.decode:
+                self.decode_tokens_total += chunk.count
+            else:
+                self.prefill_tokens_total += chunk.count
+            if chunk.wants_logits:
+                self._accept(chunk.seq, chunk.seq.sampler.sample(next(rows)))
+        return True
+
+    def fail_all(self) -> list[Sequence]:
+        """Drop every sequence (after an engine error) and clear the cache; return them."""
+        dropped = [*self.scheduler.running, *self.scheduler.waiting]
+        for seq in dropped:
+            self._release(seq)
+        return dropped
+
+    def generate(self, prompt: str, params: GenerationParams, sink: ListSink | None = None,
+                 priority: int = 0) -> ListSink:
+        """Run one generation to its end (other queued work runs along); return its sink."""
+        sink = sink or ListSink()
+        self.submit(prompt, params, sink, priority)
+        while not sink.done and self.step():
+            pass
+        return sink
+
+    def _reap_cancelled(self) -> None:
+        for seq in [*self.scheduler.running, *self.scheduler.waiting]:
+            if seq.sink.is_cancelled():
+                self._finish(seq, "cancelled")
+
+    def _accept(self, seq: Sequence, token: int) -> None:
+        """Take one sampled token: end, stop string, text, or length limit."""
+        if self.runtime.is_end(token):
+            self._finish(seq, "stop")
+            return
+        seq.tokens.append(token)
+        text = seq.stream.push(self.runtime.piece(token))
+        if text:
+            seq.sink.send(Delta(text))
+        if seq.stream.stopped:
+            self._finish(seq, "stop")
+        elif seq.generated >= seq.max_new_tokens:
+            self._finish(seq, "length")
+
+    def _finish(self, seq: Sequence, reason: str) -> None:
+        self._release(seq)
+        seq.finish_reason = reason
+        seq.sink.send(Delta(seq.stream.flush(), reason, seq.prompt_tokens, seq.generated))
+
+    def _release(self, seq: Sequence) -> None:
+        slot = self.scheduler.finish(seq)
+        if slot is not None:
+            self.runtime.remove(slot)
+
+
+def _slot(chunk: Chunk) -> int:
+    assert chunk.seq.slot is not None, "a planned sequence holds a slot"
+    return chunk.seq.slot

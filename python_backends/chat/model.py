@@ -1,28 +1,45 @@
-"""Triton entry point of the ``chat`` model (decoupled): a thin adapter around LlamaEngine.
+"""Triton entry point of the ``chat`` model (decoupled): a thin adapter around the batching engine.
 
-``execute`` validates each request and queues it; one worker thread per model instance runs the
-engine over the queue and streams each delta to the request's own response sender, ending every
-request with exactly one FINAL flag. A request cancelled by its client stops generating at the
-next token.
+``initialize`` reads the engine settings from the model parameters (failing the load on bad ones)
+and starts the engine thread (``engine_loop``), which loads and warms up the model. ``execute``
+validates each request and hands it to that thread; the engine batches all running requests at
+every step and streams each request's text to its own response sender, ending every request with
+exactly one FINAL flag (a cancelled one with an empty FINAL). Optional input ``priority`` (higher
+is more important; the gateway sends the tenant tier) picks which sequence is preempted first
+when the KV pool runs out. Custom metrics (labels ``model``, ``instance``): KV blocks used /
+total / block size, running and waiting sequences, preemptions, prefill and decode tokens.
 """
 
 import contextlib
 import json
-import queue
 import random
-import threading
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
 from python_backends.batching import InvalidInputError, decode_texts
-from python_backends.chat.engine import Delta, LlamaEngine
-from python_backends.chat.params import GenerationParams, parse_params
+from python_backends.chat.engine import BatchEngine, EngineStats
+from python_backends.chat.engine_config import EngineConfig
+from python_backends.chat.engine_loop import EngineLoop, Job
+from python_backends.chat.params import parse_params, parse_priority
+from python_backends.chat.sequence import Delta
 from python_backends.triton_adapter import invalid_arg_response, model_parameters, version_dir
 
-INPUTS = ("prompt", "max_tokens", "temperature", "top_p", "top_k", "seed", "stop")
+INPUTS = ("prompt", "max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "priority")
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 WARMUP_TIMEOUT_S = 120
+GAUGES = {
+    "shunter_llm_kv_blocks_used": ("KV cache blocks in use", "kv_blocks_used"),
+    "shunter_llm_kv_blocks_total": ("KV cache blocks in the pool", "kv_blocks_total"),
+    "shunter_llm_kv_block_tokens": ("Tokens per KV cache block", "kv_block_tokens"),
+    "shunter_llm_running_sequences": ("Sequences admitted to the running batch", "running"),
+    "shunter_llm_waiting_sequences": ("Sequences waiting for admission", "waiting"),
+}
+COUNTERS = {
+    "shunter_llm_preemptions_total": ("Sequences preempted for lack of KV blocks", "preemptions_total"),
+    "shunter_llm_prefill_tokens_total": ("Prompt tokens computed (recompute included)", "prefill_tokens_total"),
+    "shunter_llm_decode_tokens_total": ("Tokens decoded", "decode_tokens_total"),
+}
 
 
 def _response(delta: Delta) -> "pb_utils.InferenceResponse":
@@ -34,6 +51,36 @@ def _response(delta: Delta) -> "pb_utils.InferenceResponse":
     ])
 
 
+class _TritonSink:
+    """One request's response sender, as the engine's ``Sink``; counts its outcome."""
+
+    def __init__(self, model, request):
+        self.model = model
+        self.request = request
+        self.sender = request.get_response_sender()
+
+    def is_cancelled(self):
+        return self.request.is_cancelled()
+
+    def send(self, delta):
+        if delta.finish_reason is None:
+            self.sender.send(_response(delta))
+            return
+        if delta.finish_reason == "cancelled":
+            self.sender.send(flags=FINAL)
+        else:
+            self.sender.send(_response(delta), flags=FINAL)
+        self.model.count_finished(delta.finish_reason, delta.completion_tokens)
+
+    def fail(self, error):
+        if isinstance(error, InvalidInputError):
+            self.sender.send(invalid_arg_response(str(error)), flags=FINAL)
+        else:
+            failure = pb_utils.TritonError(f"generation failed: {error}")
+            self.sender.send(pb_utils.InferenceResponse(error=failure), flags=FINAL)
+        self.model.count_finished("error", 0)
+
+
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
@@ -41,23 +88,22 @@ class TritonPythonModel:
             raise pb_utils.TritonModelException("the chat model must be decoupled")
         params = model_parameters(config)
         self.default_max_tokens = int(params.get("default_max_tokens", "256"))
-        self.engine = LlamaEngine(
-            version_dir(args) / params.get("model_file", "model.gguf"),
-            context_tokens=int(params["context_tokens"]),
-            n_threads=int(params.get("n_threads", "2")),
-        )
+        try:
+            engine_config = EngineConfig.from_parameters(params)
+        except ValueError as exc:
+            raise pb_utils.TritonModelException(f"chat model parameters: {exc}") from exc
+        model_path = version_dir(args) / params.get("model_file", "model.gguf")
         self.rng = random.Random()
-        self._init_metrics(args["model_name"])
-        self.jobs = queue.Queue()
-        self.warm = threading.Event()
-        self.worker = threading.Thread(target=self._serve, name="chat-engine", daemon=True)
-        self.worker.start()
-        if not self.warm.wait(WARMUP_TIMEOUT_S):
-            raise pb_utils.TritonModelException("the chat engine did not warm up in time")
+        self._init_metrics(args["model_name"], args.get("model_instance_name", "0"))
+        self.loop = EngineLoop(lambda: BatchEngine.load(model_path, engine_config), self.publish)
+        try:
+            self.loop.start(WARMUP_TIMEOUT_S)
+        except (TimeoutError, RuntimeError) as exc:
+            raise pb_utils.TritonModelException(str(exc)) from exc
 
     def execute(self, requests):
         for request in requests:
-            sender = request.get_response_sender()
+            sink = _TritonSink(self, request)
             try:
                 inputs = {}
                 for name in INPUTS:
@@ -66,14 +112,15 @@ class TritonPythonModel:
                         inputs[name] = tensor.as_numpy()
                 prompt = decode_texts(inputs, "prompt")[0]
                 params = parse_params(inputs, self.default_max_tokens, self.rng)
+                priority = parse_priority(inputs)
             except InvalidInputError as exc:
-                sender.send(invalid_arg_response(str(exc)), flags=FINAL)
+                sink.fail(exc)
                 continue
-            self.jobs.put((request, sender, prompt, params))
+            self.loop.submit(Job(prompt, params, priority, sink))
         return None
 
-    def _init_metrics(self, model_name):
-        """Custom Triton metrics: requests by finish reason, generated tokens."""
+    def _init_metrics(self, model_name, instance_name):
+        labels = {"model": model_name, "instance": instance_name}
         finished = pb_utils.MetricFamily(
             name="shunter_llm_requests_finished_total",
             description="Generations ended, by finish reason (stop, length, cancelled, error)",
@@ -84,47 +131,33 @@ class TritonPythonModel:
             name="shunter_llm_generated_tokens_total", description="Tokens generated",
             kind=pb_utils.MetricFamily.COUNTER)
         self.generated_tokens = tokens.Metric(labels={"model": model_name})
-        self.metric_families = (finished, tokens)  # a family must outlive its metrics
+        families = [finished, tokens]
+        self.gauges, self.counters, self.counted = {}, {}, {}
+        for kind, table, target in ((pb_utils.MetricFamily.GAUGE, GAUGES, self.gauges),
+                                    (pb_utils.MetricFamily.COUNTER, COUNTERS, self.counters)):
+            for name, (description, field) in table.items():
+                family = pb_utils.MetricFamily(name=name, description=description, kind=kind)
+                families.append(family)
+                target[field] = family.Metric(labels=labels)
+        self.counted = {field: 0 for field in self.counters}
+        self.metric_families = families  # a family must outlive its metrics
 
-    def _generate(self, request, sender, prompt, params):
-        """Stream one request's deltas; return its finish reason."""
-        for delta in self.engine.generate(prompt, params, request.is_cancelled):
-            if delta.finish_reason is None:
-                sender.send(_response(delta))
-                continue
-            self.generated_tokens.increment(delta.completion_tokens)
-            if delta.finish_reason == "cancelled":
-                sender.send(flags=FINAL)
-            else:
-                sender.send(_response(delta), flags=FINAL)
-            return delta.finish_reason
-        return "error"
+    def publish(self, stats: EngineStats):
+        """Called on the engine thread; metrics must never stop it."""
+        with contextlib.suppress(Exception):
+            for field, gauge in self.gauges.items():
+                gauge.set(getattr(stats, field))
+            for field, counter in self.counters.items():
+                value = getattr(stats, field)
+                if value > self.counted[field]:
+                    counter.increment(value - self.counted[field])
+                    self.counted[field] = value
 
-    def _serve(self):
-        # Every llama.cpp call stays on this one thread: its OpenMP team belongs to the calling
-        # thread, and a second team (e.g. from warming up on the main thread) keeps spinning and
-        # halves decode speed on a 2-core host (measured: 88 -> 33 tokens/s).
-        for _ in self.engine.generate("Hello", GenerationParams(max_tokens=1, temperature=0.0),
-                                      lambda: False):
-            pass
-        self.warm.set()
-        while True:
-            job = self.jobs.get()
-            if job is None:
-                return
-            request, sender, prompt, params = job
-            try:
-                reason = self._generate(request, sender, prompt, params)
-            except InvalidInputError as exc:
-                reason = "error"
-                sender.send(invalid_arg_response(str(exc)), flags=FINAL)
-            except Exception as exc:  # the request fails, the model keeps serving others
-                reason = "error"
-                failure = pb_utils.TritonError(f"generation failed: {exc}")
-                sender.send(pb_utils.InferenceResponse(error=failure), flags=FINAL)
-            with contextlib.suppress(Exception):  # metrics must never stop the engine thread
-                self.finished[reason].increment(1)
+    def count_finished(self, reason, completion_tokens):
+        with contextlib.suppress(Exception):
+            self.finished[reason].increment(1)
+            if completion_tokens:
+                self.generated_tokens.increment(completion_tokens)
 
     def finalize(self):
-        self.jobs.put(None)
-        self.worker.join(timeout=10)
+        self.loop.stop(timeout_s=10)

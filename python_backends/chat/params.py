@@ -70,3 +70,13 @@ def _check(params: GenerationParams) -> None:
         raise InvalidInputError("top_k", "must be 0 (disabled) or positive")
     if len(params.stop) > MAX_STOP_STRINGS:
         raise InvalidInputError("stop", f"at most {MAX_STOP_STRINGS} stop strings")
+
+
+def parse_priority(inputs: Tensors) -> int:
+    """The optional ``priority`` input (higher is more important; absent: 0, the least)."""
+    value = _scalar(inputs, "priority")
+    if value is None:
+        return 0
+    if not 0 <= int(value) <= 1000:
+        raise InvalidInputError("priority", "must be between 0 and 1000")
+    return int(value)

@@ -6,7 +6,7 @@ from tritonclient.grpc import model_config_pb2
 
 from control.config import ModelSpec, StackConfig, WorkloadKind
 from control.paths import StackPaths
-from control.repository import RenderError, render_config, render_repository
+from control.repository import RenderError, render_config, render_configs, render_repository
 from control.stack import load_config
 
 
@@ -22,12 +22,65 @@ def _parse(text: str) -> model_config_pb2.ModelConfig:
 @pytest.mark.parametrize("gpu_type", ["cpu", "a100"])
 def test_every_rendered_config_parses_as_a_triton_model_config(config: StackConfig, gpu_type: str) -> None:
     for model in config.models:
-        parsed = _parse(render_config(model, gpu_type))
-        assert parsed.name == model.name
-        assert list(parsed.version_policy.specific.versions) == [model.version]
-        kind = parsed.instance_group[0].kind
-        assert kind == (model_config_pb2.ModelInstanceGroup.KIND_CPU if gpu_type == "cpu"
-                        else model_config_pb2.ModelInstanceGroup.KIND_GPU)
+        for name, text in render_configs(model, gpu_type).items():
+            parsed = _parse(text)
+            assert parsed.name == name
+            assert list(parsed.version_policy.specific.versions) == [model.version]
+            if parsed.platform == "ensemble" or parsed.backend == "tensorrtllm":
+                continue  # no instance group / placed by the TensorRT-LLM backend itself
+            kind = parsed.instance_group[0].kind
+            on_cpu = gpu_type == "cpu" or name.endswith(("_preprocessing", "_postprocessing"))
+            assert kind == (model_config_pb2.ModelInstanceGroup.KIND_CPU if on_cpu
+                            else model_config_pb2.ModelInstanceGroup.KIND_GPU)
+
+
+def test_chat_on_a_gpu_pool_is_a_tensorrt_llm_ensemble(config: StackConfig) -> None:
+    chat = next(m for m in config.models if m.kind is WorkloadKind.LLM)
+    configs = {name: _parse(text) for name, text in render_configs(chat, "h100").items()}
+    assert set(configs) == {"chat", "chat_preprocessing", "chat_tensorrt_llm", "chat_postprocessing"}
+    ensemble = configs["chat"]
+    assert ensemble.platform == "ensemble"
+    assert [step.model_name for step in ensemble.ensemble_scheduling.step] == [
+        "chat_preprocessing", "chat_tensorrt_llm", "chat_postprocessing"]
+    cpu = _parse(render_config(chat, "cpu"))
+    assert {(i.name, i.data_type) for i in ensemble.input} == {(i.name, i.data_type) for i in cpu.input}
+    assert {(o.name, o.data_type) for o in ensemble.output} == {(o.name, o.data_type) for o in cpu.output}
+    engine = configs["chat_tensorrt_llm"]
+    assert engine.backend == "tensorrtllm"
+    assert engine.model_transaction_policy.decoupled
+    params = {key: value.string_value for key, value in engine.parameters.items()}
+    assert params["gpt_model_type"] == "inflight_fused_batching"
+    assert params["batch_scheduler_policy"] in ("guaranteed_no_evict", "max_utilization")
+    assert params["enable_chunked_context"] == "true"
+    assert params["max_tokens_in_paged_kv_cache"] == chat.parameters["kv_cache_tokens"]
+    assert 0.0 < float(params["kv_cache_free_gpu_mem_fraction"]) < 1.0
+    steps = {step.model_name: step for step in ensemble.ensemble_scheduling.step}
+    produced = {"prompt", "max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "priority"}
+    for step in ensemble.ensemble_scheduling.step:  # every step reads only tensors already made
+        assert set(step.input_map.values()) <= produced, step.model_name
+        produced |= set(step.output_map.values())
+        model_inputs = {i.name for i in configs[step.model_name].input}
+        model_outputs = {o.name for o in configs[step.model_name].output}
+        assert set(step.input_map.keys()) <= model_inputs
+        assert set(step.output_map.keys()) <= model_outputs
+    assert {o.name for o in ensemble.output} <= produced
+    assert steps["chat_tensorrt_llm"].input_map["streaming"] == "_STREAMING"
+
+
+def test_bad_tensorrt_llm_settings_fail_the_render() -> None:
+    spec = ModelSpec(name="chat", kind=WorkloadKind.LLM, context_tokens=1024,
+                     parameters={"trtllm_batch_scheduler_policy": "fifo"})
+    with pytest.raises(RenderError, match="batch_scheduler_policy"):
+        render_configs(spec, "a100")
+
+
+def test_gpu_repository_holds_the_ensemble_and_its_steps(config: StackConfig, artifacts_dir: Path,
+                                                         tmp_path: Path) -> None:
+    render_repository(config, artifacts_dir, tmp_path, gpu_type="a100")
+    for name in ("chat", "chat_preprocessing", "chat_tensorrt_llm", "chat_postprocessing"):
+        assert (tmp_path / name / "config.pbtxt").is_file()
+        assert (tmp_path / name / "1").is_dir()
+    assert (tmp_path / "embed" / "1" / "model.py").is_file()
 
 
 def test_batched_models_render_their_batching_settings(config: StackConfig) -> None:
@@ -45,7 +98,14 @@ def test_chat_is_decoupled_with_optional_sampling_inputs(config: StackConfig) ->
     parsed = _parse(render_config(chat, "cpu"))
     assert parsed.model_transaction_policy.decoupled
     optional = {i.name for i in parsed.input if i.optional}
-    assert optional == {"max_tokens", "temperature", "top_p", "top_k", "seed", "stop"}
+    assert optional == {"max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "priority"}
+    assert parsed.parameters["kv_cache_tokens"].string_value == chat.parameters["kv_cache_tokens"]
+
+
+def test_chat_kv_pool_defaults_to_two_contexts() -> None:
+    spec = ModelSpec(name="chat", kind=WorkloadKind.LLM, context_tokens=1024)
+    parsed = _parse(render_config(spec, "cpu"))
+    assert parsed.parameters["kv_cache_tokens"].string_value == "2048"
 
 
 def test_render_places_adapter_artifacts_and_warmup(config: StackConfig, artifacts_dir: Path, tmp_path: Path) -> None:

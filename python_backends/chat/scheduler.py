@@ -1,0 +1,162 @@
+"""Iteration-level scheduler: which tokens of which sequences the next model step feeds.
+
+``Scheduler.schedule()`` returns a ``StepPlan``; it never runs the model (the engine does, then
+reports back by setting ``Sequence.computed`` and calling ``finish``). Each plan, in order:
+
+1. one decode token for every running sequence that has sampled a token (admission order);
+2. the next prompt chunk of running sequences still prefilling, within the step's prefill token
+   budget (chunked prefill: a long prompt never stalls running decodes for its whole length);
+3. admission of waiting sequences (priority, then arrival) while a llama.cpp sequence slot is
+   free, the pool has blocks for the whole prompt, and prefill budget is left; none is admitted
+   in a step that had to preempt.
+
+KV growth allocates blocks as a sequence's tokens cross block boundaries. When the pool is out
+of blocks, the lowest-priority, most recently admitted running sequence is preempted: its blocks
+and slot are freed (``StepPlan.released_slots``: the engine clears their cells before the step)
+and it returns to the waiting queue to be recomputed. A sequence never outgrows the pool (the
+engine caps its length at ``pool.capacity_tokens``), so growth always succeeds eventually.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+from python_backends.chat.block_pool import BlockPool
+from python_backends.chat.sequence import Sequence
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Feed ``tokens[start:start + count]`` of ``seq`` in this step."""
+
+    seq: Sequence
+    start: int
+    count: int
+    decode: bool
+
+    @property
+    def wants_logits(self) -> bool:
+        return self.start + self.count == len(self.seq.tokens)
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    chunks: tuple[Chunk, ...]
+    released_slots: tuple[int, ...]  # slots of preempted sequences: clear their KV first
+    preempted: tuple[Sequence, ...]
+
+    @property
+    def tokens(self) -> int:
+        return sum(c.count for c in self.chunks)
+
+
+@dataclass(frozen=True)
+class SchedulerLimits:
+    max_running: int  # llama.cpp sequence slots
+    max_batch_tokens: int  # tokens per model step, decode + prefill
+    prefill_chunk_tokens: int  # prefill tokens per model step
+
+    def __post_init__(self) -> None:
+        if not 0 < self.max_running < self.max_batch_tokens:
+            raise ValueError("max_running must be at least 1 and below max_batch_tokens")
+        if self.prefill_chunk_tokens < 1:
+            raise ValueError("prefill_chunk_tokens must be at least 1")
+
+
+class Scheduler:
+    def __init__(self, pool: BlockPool, limits: SchedulerLimits) -> None:
+        self.pool = pool
+        self.limits = limits
+        self.running: list[Sequence] = []  # admission order
+        self.waiting: list[Sequence] = []  # sorted by Sequence.waiting_key
+        self._free_slots = list(range(limits.max_running - 1, -1, -1))
+        self._admissions = 0
+        self.preemptions_total = 0
+
+    def add(self, seq: Sequence) -> None:
+        """Queue a new (or preempted) sequence for admission."""
+        keys = [s.waiting_key() for s in self.waiting]
+        self.waiting.insert(bisect.bisect(keys, seq.waiting_key()), seq)
+
+    def finish(self, seq: Sequence) -> int | None:
+        """Drop ``seq`` wherever it is, free its blocks; return its slot (KV to clear) if any."""
+        if seq in self.running:
+            self.running.remove(seq)
+        elif seq in self.waiting:
+            self.waiting.remove(seq)
+        self.pool.free(seq.number)
+        slot, seq.slot = seq.slot, None
+        if slot is not None:
+            self._free_slots.append(slot)
+        return slot
+
+    def schedule(self) -> StepPlan:
+        """The next step's plan; see the module docstring."""
+        chunks: list[Chunk] = []
+        preempted: list[Sequence] = []
+        for seq in [s for s in self.running if s.decoding]:
+            if seq in self.running and self._reserve(seq, seq.computed + 1, chunks, preempted):
+                chunks.append(Chunk(seq, seq.computed, 1, decode=True))
+        room = min(self.limits.prefill_chunk_tokens, self.limits.max_batch_tokens - len(chunks))
+        for seq in [s for s in self.running if not s.decoding]:
+            count = min(seq.pending, room)
+            if count > 0 and seq in self.running and self._reserve(seq, seq.computed + count, chunks, preempted):
+                chunks.append(Chunk(seq, seq.computed, count, decode=False))
+                room -= count
+        if not preempted:
+            chunks.extend(self._admit(room))
+        released = tuple(s.slot for s in preempted if s.slot is not None)
+        for seq in preempted:
+            seq.slot = None
+        return StepPlan(tuple(chunks), released, tuple(preempted))
+
+    def preempt_one(self) -> int | None:
+        """Preempt the usual victim outside of planning (the engine's fallback when llama.cpp
+        itself finds no KV room); return the victim's slot, whose cells the caller clears."""
+        if not self.running:
+            return None
+        victim = self._victim()
+        self._preempt(victim)
+        slot, victim.slot = victim.slot, None
+        return slot
+
+    def _reserve(self, seq: Sequence, tokens: int, chunks: list[Chunk], preempted: list[Sequence]) -> bool:
+        """Grow ``seq`` to ``tokens``, preempting victims as needed; False if ``seq`` itself was."""
+        while not self.pool.grow(seq.number, tokens):
+            victim = self._victim()
+            self._preempt(victim)
+            preempted.append(victim)
+            chunks[:] = [c for c in chunks if c.seq is not victim]
+            if victim is seq:
+                return False
+        return True
+
+    def _victim(self) -> Sequence:
+        return min(self.running, key=lambda s: (s.priority, -s.admitted))
+
+    def _preempt(self, victim: Sequence) -> None:
+        self.running.remove(victim)
+        self.pool.free(victim.number)
+        if victim.slot is not None:
+            self._free_slots.append(victim.slot)
+        victim.computed = 0
+        victim.preemptions += 1
+        self.preemptions_total += 1
+        self.add(victim)
+
+    def _admit(self, room: int) -> list[Chunk]:
+        chunks = []
+        while self.waiting and self._free_slots and room > 0:
+            seq = self.waiting[0]
+            if not self.pool.grow(seq.number, len(seq.tokens)):
+                break
+            self.waiting.pop(0)
+            seq.slot = self._free_slots.pop()
+            self._admissions += 1
+            seq.admitted = self._admissions
+            self.running.append(seq)
+            count = min(len(seq.tokens), room)
+            room -= count
+            chunks.append(Chunk(seq, 0, count, decode=False))
+        return chunks

@@ -1,0 +1,147 @@
+"""The batching engine on the real SmolLM2 GGUF (no Triton)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from python_backends.batching import InvalidInputError
+from python_backends.chat.engine import BatchEngine, ListSink
+from python_backends.chat.engine_config import EngineConfig
+from python_backends.chat.params import GenerationParams
+
+TEMPLATE = "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n"
+PROMPT = TEMPLATE.format("What is the capital of France? Answer in one word.")
+QUESTIONS = ("What is the capital of France?", "Name three colours.", "Write a haiku about rain.",
+             "What is 2+2?", "Tell me about dogs.", "Why is the sky blue?", "List some fruits.",
+             "Who wrote Hamlet?")
+GREEDY = GenerationParams(max_tokens=40, temperature=0.0)
+
+
+def _engine(artifacts_dir: Path, **overrides: int) -> BatchEngine:
+    settings = {"context_tokens": 512, "kv_cache_tokens": 2048, "max_running": 8, **overrides}
+    return BatchEngine.load(artifacts_dir / "chat" / "model.gguf", EngineConfig(**settings))
+
+
+@pytest.fixture(scope="module")
+def engine(artifacts_dir: Path) -> Iterator[BatchEngine]:
+    engine = _engine(artifacts_dir)
+    yield engine
+    engine.runtime.close()
+
+
+def _together(engine: BatchEngine, prompts: list[str], params: GenerationParams) -> list[ListSink]:
+    sinks = [ListSink() for _ in prompts]
+    for prompt, sink in zip(prompts, sinks, strict=True):
+        engine.submit(prompt, params, sink)
+    while engine.step():
+        pass
+    return sinks
+
+
+def test_greedy_answer_is_right_and_reports_usage(engine: BatchEngine) -> None:
+    sink = engine.generate(PROMPT, GenerationParams(max_tokens=24, temperature=0.0))
+    last = sink.deltas[-1]
+    assert "Paris" in sink.text
+    assert last.finish_reason == "stop"
+    assert last.prompt_tokens == len(engine.tokenize(PROMPT))
+    assert 0 < last.completion_tokens <= 24
+
+
+def test_eight_prompts_together_give_the_same_greedy_text_as_each_alone(engine: BatchEngine) -> None:
+    prompts = [TEMPLATE.format(q) for q in QUESTIONS]
+    alone = [engine.generate(p, GREEDY).text for p in prompts]
+    together = _together(engine, prompts, GREEDY)
+    assert [s.text for s in together] == alone
+    assert engine.pool.used_blocks == 0
+
+
+def test_seeded_sampling_depends_only_on_the_request(engine: BatchEngine) -> None:
+    prompt = "Tell me a story:"
+    seeded = [GenerationParams(max_tokens=16, temperature=1.0, seed=seed) for seed in (1, 2)]
+    alone = [engine.generate(prompt, params).text for params in seeded]
+    assert alone[0] != alone[1]
+    mates = [TEMPLATE.format(q) for q in QUESTIONS[:3]]
+    sinks = [ListSink() for _ in mates]
+    for mate, sink in zip(mates, sinks, strict=True):
+        engine.submit(mate, GenerationParams(max_tokens=16, temperature=1.0), sink)
+    assert engine.generate(prompt, seeded[0]).text == alone[0]
+    while engine.step():
+        pass
+
+
+def test_max_tokens_ends_with_length(engine: BatchEngine) -> None:
+    last = engine.generate("Count: one, two, three,", GenerationParams(max_tokens=3, temperature=0.0)).deltas[-1]
+    assert (last.finish_reason, last.completion_tokens) == ("length", 3)
+
+
+def test_stop_string_ends_generation_without_emitting_it(engine: BatchEngine) -> None:
+    sink = engine.generate(PROMPT, GenerationParams(max_tokens=40, temperature=0.0, stop=("Paris",)))
+    assert sink.deltas[-1].finish_reason == "stop"
+    assert "Paris" not in sink.text
+
+
+def test_prompt_longer_than_a_sequence_is_rejected(engine: BatchEngine) -> None:
+    with pytest.raises(InvalidInputError, match="prompt"):
+        engine.submit("word " * 600, GenerationParams(max_tokens=4), ListSink())
+
+
+def test_cancelled_sequence_frees_its_blocks_in_that_step(engine: BatchEngine) -> None:
+    cancelled = {"flag": False}
+    victim = ListSink(cancel=lambda _: cancelled["flag"])
+    other = ListSink()
+    long = GenerationParams(max_tokens=200, temperature=0.0)
+    seq = engine.submit(TEMPLATE.format("Write a long essay about the sea."), long, victim)
+    engine.submit(TEMPLATE.format("Write a long essay about trees."), long, other)
+    while seq.generated < 5:
+        engine.step()
+    slot = seq.slot
+    assert slot is not None and engine.runtime.used_cells(slot) > 0
+    held = engine.pool.held(seq.number)
+    used = engine.pool.used_blocks
+    cancelled["flag"] = True
+    engine.step()
+    assert victim.deltas[-1].finish_reason == "cancelled"
+    assert engine.pool.held(seq.number) == 0
+    assert engine.pool.used_blocks <= used - held + 1  # the other sequence may grow by one block
+    assert engine.runtime.used_cells(slot) == 0
+    while engine.step():
+        pass
+    assert other.deltas[-1].finish_reason in ("stop", "length")
+
+
+def test_short_request_gets_its_first_token_while_long_generations_run(engine: BatchEngine) -> None:
+    long = GenerationParams(max_tokens=150, temperature=0.0)
+    longs = [ListSink() for _ in range(4)]
+    for i, sink in enumerate(longs):
+        engine.submit(TEMPLATE.format(f"Write a long story about a ship named {i}."), long, sink)
+    for _ in range(10):
+        engine.step()
+    short = ListSink()
+    engine.submit(TEMPLATE.format("What is 2+2?"), GenerationParams(max_tokens=8, temperature=0.0), short)
+    steps = 0
+    while not short.deltas:
+        engine.step()
+        steps += 1
+    assert steps <= 3
+    assert not any(s.done for s in longs)
+    while engine.step():
+        pass
+
+
+def test_pool_exhaustion_preempts_and_later_completes_with_the_same_output(artifacts_dir: Path) -> None:
+    engine = _engine(artifacts_dir, kv_cache_tokens=256, context_tokens=256)
+    try:
+        prompts = [TEMPLATE.format(f"Write a long story about a ship named {i}.") for i in range(4)]
+        params = GenerationParams(max_tokens=60, temperature=0.0)
+        alone = [engine.generate(p, params).text for p in prompts]
+        assert engine.scheduler.preemptions_total == 0
+        together = _together(engine, prompts, params)
+        assert engine.scheduler.preemptions_total > 0
+        assert [s.text for s in together] == alone
+        assert all(s.deltas[-1].finish_reason in ("stop", "length") for s in together)
+        assert engine.pool.used_blocks == 0
+    finally:
+        engine.runtime.close()
