@@ -21,6 +21,7 @@ from rich.table import Table
 from control.paths import StackPaths
 from control.stack import Listen, LocalStack, admin_token, prepare
 from control.tenants import hash_api_key
+from scheduling.scheduler import Policy
 
 app = typer.Typer(help="Shunter: GPU inference serving — local stack and operator commands.",
                   no_args_is_help=True)
@@ -50,10 +51,12 @@ def up(
     host: Annotated[str, typer.Option(help="gateway address")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="gateway port")] = 8080,
     control_port: Annotated[int, typer.Option(help="control API port")] = 8081,
+    policy: Annotated[Policy | None, typer.Option(help="scheduling policy; overrides scheduling.yaml "
+                                                       "(fifo is the baseline)")] = None,
 ) -> None:
     """Start Triton workers, the control service and the gateway; stop on Ctrl-C."""
     paths = _paths(config_dir, state_dir)
-    listen = Listen(gateway_host=host, gateway_port=port, control_port=control_port)
+    listen = Listen(gateway_host=host, gateway_port=port, control_port=control_port, policy=policy)
     stack = LocalStack(paths, listen)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -74,6 +74,7 @@ class ModelSpec(_Strict):
     context_tokens: Annotated[int, Field(ge=0)] = 0
     default_max_tokens: Annotated[int, Field(ge=1)] = 256
     token_cost_factor: Annotated[float, Field(gt=0)] = 1.0
+    cache_entries: Annotated[int, Field(ge=0, le=10_000_000)] = 0
     warmup: bool = True
     parameters: dict[str, str] = Field(default_factory=dict)
 

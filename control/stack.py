@@ -27,6 +27,7 @@ from control.repository import render_repository
 from control.service import create_control_app
 from control.supervisor import Supervisor
 from control.triton_runtime import resolve_runtime
+from scheduling.scheduler import Policy
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class Listen:
     gateway_host: str = "127.0.0.1"
     gateway_port: int = 8080
     control_port: int = 8081
+    policy: Policy | None = None
 
 
 class StackStartError(RuntimeError):
@@ -94,34 +96,48 @@ class LocalStack:
                                                 daemon=True)
         self._control_thread.start()
 
-    def _start_gateway(self, ready_timeout_s: float = 60.0) -> None:
-        log_path = self.paths.logs / "gateway.log"
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with log_path.open("ab") as log_file:
-            self.gateway = subprocess.Popen(
-                [sys.executable, "-m", "gateway", "--host", self.listen.gateway_host,
-                 "--port", str(self.listen.gateway_port),
-                 "--config-dir", str(self.paths.config_dir),
-                 "--state-dir", str(self.paths.state_dir)],
-                stdout=log_file, stderr=subprocess.STDOUT,
-            )
-        wait_http_ok(f"http://{self.listen.gateway_host}:{self.listen.gateway_port}/readyz",
-                     ready_timeout_s, self.gateway, log_path)
+    def _start_gateway(self) -> None:
+        self.gateway = start_gateway(self.paths, self.listen, self.paths.logs / "gateway.log")
 
     def stop(self) -> None:
-        if self.gateway is not None and self.gateway.poll() is None:
-            self.gateway.terminate()
-            try:
-                self.gateway.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.gateway.kill()
-                self.gateway.wait(timeout=5)
+        if self.gateway is not None:
+            stop_process(self.gateway)
         if self._control is not None:
             self._control.should_exit = True
             if self._control_thread is not None:
                 self._control_thread.join(timeout=10)
         if self.supervisor is not None:
             self.supervisor.stop()
+
+
+def start_gateway(paths: StackPaths, listen: Listen, log_path: Path,
+                  ready_timeout_s: float = 60.0) -> subprocess.Popen[bytes]:
+    """Start ``python -m gateway`` for ``paths`` on ``listen`` and wait for its ``/readyz``."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log_file:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gateway", "--host", listen.gateway_host, "--port", str(listen.gateway_port),
+             "--config-dir", str(paths.config_dir), "--state-dir", str(paths.state_dir),
+             *(["--policy", listen.policy.value] if listen.policy else [])],
+            stdout=log_file, stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_http_ok(f"http://{listen.gateway_host}:{listen.gateway_port}/readyz", ready_timeout_s, process, log_path)
+    except BaseException:
+        stop_process(process)
+        raise
+    return process
+
+
+def stop_process(process: subprocess.Popen[bytes], timeout_s: float = 15.0) -> None:
+    """SIGTERM, wait, then SIGKILL if it would not stop (a process we started)."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
 
 
 def wait_http_ok(url: str, timeout_s: float, process: subprocess.Popen[bytes], log: Path) -> None:

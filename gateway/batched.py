@@ -9,8 +9,6 @@ by ``timeout_s``.
 
 from __future__ import annotations
 
-import asyncio
-
 import numpy as np
 import tritonclient.grpc.aio as grpcclient
 from fastapi import Request as HttpRequest
@@ -19,7 +17,6 @@ from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 from control.config import ModelSpec
 from gateway.coalescer import Columns, RowCoalescer, SendBatch
 from gateway.dispatcher import Ticket
-from gateway.errors import GatewayError
 from gateway.scheduled import admit
 from gateway.state import GatewayState
 from gateway.workers import Worker, map_triton_error
@@ -94,16 +91,5 @@ async def run_batched(state: GatewayState, http_request: HttpRequest, tenant: Te
     end its ticket with the outcome."""
     rows = len(next(iter(columns.values())))
     ticket = await admit(state, http_request, tenant, model, prefill_tokens, rows=rows)
-    outcome = "failed(internal_error)"
-    try:
-        result = await infer_rows(state, ticket, columns, outputs)
-        outcome = "completed"
-        return result
-    except GatewayError as exc:
-        outcome = exc.outcome_label
-        raise
-    except asyncio.CancelledError:
-        outcome = "cancelled"
-        raise
-    finally:
-        ticket.finish(outcome)
+    with ticket.finishing():
+        return await infer_rows(state, ticket, columns, outputs)

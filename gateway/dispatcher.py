@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +52,23 @@ class Ticket:
             self._finished = True
             self._dispatcher.finish(self.request, outcome, generated_tokens)
 
+    @contextlib.contextmanager
+    def finishing(self) -> Iterator[None]:
+        """Finish the ticket with the block's outcome: ``completed``, the error's label,
+        ``cancelled``, or ``failed(internal_error)`` for anything unexpected."""
+        try:
+            yield
+        except GatewayError as exc:
+            self.finish(exc.outcome_label)
+            raise
+        except asyncio.CancelledError:
+            self.finish("cancelled")
+            raise
+        except BaseException:
+            self.finish("failed(internal_error)")
+            raise
+        self.finish("completed")
+
 
 class Dispatcher:
     def __init__(self, scheduler: Scheduler, pool: WorkerPool, metrics: GatewayMetrics,
@@ -84,7 +101,12 @@ class Dispatcher:
 
     def refresh_workers(self) -> None:
         """Give the core the workers' current views (readiness, live KV) and wake the driver."""
-        self.scheduler.update_workers(self._views())
+        views = self._views()
+        self.scheduler.update_workers(views)
+        for view in views:
+            if view.kv_total_tokens is not None:
+                self.metrics.worker_kv_tokens.labels(view.worker_id, "total").set(view.kv_total_tokens)
+                self.metrics.worker_kv_tokens.labels(view.worker_id, "used").set(view.kv_used_tokens or 0)
         self._wake.set()
 
     async def acquire(self, request: Request, client_gone: Awaitable[object] | None = None) -> Ticket:

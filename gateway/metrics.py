@@ -33,6 +33,11 @@ class GatewayMetrics:
         self.weighted_service = Gauge("shunter_tenant_weighted_service_tokens",
                                       "Virtual token counter per tenant (service / weight)",
                                       ["tenant", "tier"], registry=r)
+        self.cache_rows = Counter("shunter_response_cache_rows", "Rows looked up in the response cache",
+                                  ["model", "result"], registry=r)
+        self.worker_kv_tokens = Gauge("shunter_worker_kv_tokens",
+                                      "LLM engine KV pool of each worker as the scheduler sees it",
+                                      ["worker", "state"], registry=r)
         self.queue_depth = Gauge("shunter_queue_depth", "Requests waiting in the gateway's queue per tier",
                                  ["tier"], registry=r)
         self.tokens = Counter("shunter_tokens", "Tokens processed by tenant, model and kind",

@@ -17,6 +17,7 @@ from gateway.coalescer import RowCoalescer
 from gateway.dispatcher import Dispatcher
 from gateway.errors import InvalidRequestError, ModelNotFoundError, PermissionDeniedError
 from gateway.metrics import GatewayMetrics
+from gateway.response_cache import ResponseCache
 from gateway.tokenization import LlmTokenizer, TextTokenizer
 from gateway.workers import WorkerPool
 from scheduling.tenants import Tenant
@@ -57,6 +58,12 @@ class GatewayState:
     text_tokenizers: dict[str, TextTokenizer] = field(default_factory=dict)
     idempotency: IdempotencyLedger = field(default_factory=IdempotencyLedger)
     coalescers: dict[tuple[str, str, tuple[str, ...]], RowCoalescer] = field(default_factory=dict)
+    caches: dict[str, ResponseCache] = field(default_factory=dict)
+
+    def cache_for(self, model: ModelSpec) -> ResponseCache | None:
+        if model.cache_entries == 0:
+            return None
+        return self.caches.setdefault(model.name, ResponseCache(model.cache_entries))
 
     def served_models(self) -> list[ModelSpec]:
         served = self.pool.served_models()

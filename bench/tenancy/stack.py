@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import copy
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from control.paths import StackPaths
-from control.stack import Listen, LocalStack, wait_http_ok
+from control.stack import Listen, LocalStack, start_gateway, stop_process
 from control.tenants import hash_api_key
+from scheduling.scheduler import Policy
 
 SHIPPED = StackPaths()
 
@@ -119,24 +119,14 @@ class TwoPoolStack:
 
     def start(self) -> None:
         self.stack.start(log=lambda _: None)
-        log_path = self.paths.logs / "gateway-fifo.log"
         try:
-            with log_path.open("ab") as log_file:
-                self.fifo = subprocess.Popen(
-                    [sys.executable, "-m", "gateway", "--port", str(self.ports.fifo_gateway), "--policy", "fifo",
-                     "--config-dir", str(self.paths.config_dir), "--state-dir", str(self.paths.state_dir)],
-                    stdout=log_file, stderr=subprocess.STDOUT)
-            wait_http_ok(f"{self.fifo_url}/readyz", 60.0, self.fifo, log_path)
+            listen = Listen(gateway_port=self.ports.fifo_gateway, policy=Policy.FIFO)
+            self.fifo = start_gateway(self.paths, listen, self.paths.logs / "gateway-fifo.log")
         except BaseException:
             self.stop()
             raise
 
     def stop(self) -> None:
-        if self.fifo is not None and self.fifo.poll() is None:
-            self.fifo.terminate()
-            try:
-                self.fifo.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.fifo.kill()
-                self.fifo.wait(timeout=5)
+        if self.fifo is not None:
+            stop_process(self.fifo)
         self.stack.stop()

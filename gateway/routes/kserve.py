@@ -66,19 +66,14 @@ async def _infer(request: Request, tenant: Tenant, name: str, version: str | Non
     first = decoded.inputs[0].array if decoded.inputs else None
     rows = int(first.shape[0]) if first is not None and first.ndim and spec.batching.max_batch_size else 1
     ticket = await admit(state, request, tenant, spec, prefill_tokens=0, rows=max(1, rows))
-    outcome = "cancelled"
-    try:
-        result = await ticket.worker.client.infer(
-            spec.name, inputs, model_version=str(spec.version), outputs=outputs,
-            request_id=request.scope["state"]["request_id"],
-            priority=tenant.tier.triton_priority, client_timeout=60.0)
-        outcome = "completed"
-    except InferenceServerException as exc:
-        error = map_triton_error(exc, spec.name)
-        outcome = error.outcome_label
-        raise error from exc
-    finally:
-        ticket.finish(outcome)
+    with ticket.finishing():
+        try:
+            result = await ticket.worker.client.infer(
+                spec.name, inputs, model_version=str(spec.version), outputs=outputs,
+                request_id=request.scope["state"]["request_id"],
+                priority=tenant.tier.triton_priority, client_timeout=60.0)
+        except InferenceServerException as exc:
+            raise map_triton_error(exc, spec.name) from exc
     response = result.get_response()
     tensors = [Tensor(o.name, o.datatype, result.as_numpy(o.name)) for o in response.outputs]
     binary = {t.name for t in tensors if t.name in decoded.binary_outputs

@@ -149,9 +149,7 @@ async def embeddings(body: EmbeddingRequest, request: Request, tenant: TenantDep
         raise ContextLengthExceededError(
             f"input {too_long[0]} has {counts[too_long[0]]} tokens; this model takes at most "
             f"{model.context_tokens}", param="input")
-    result = await run_batched(state, request, tenant, model, {"text": text_rows(texts)}, ["embedding"],
-                               prefill_tokens=sum(counts))
-    vectors = result["embedding"]
+    vectors = await _embed(state, request, tenant, model, texts, counts)
     if body.dimensions is not None and body.dimensions != vectors.shape[1]:
         raise InvalidRequestError(f"this model has {vectors.shape[1]} dimensions", param="dimensions")
     data = [{"object": "embedding", "index": i, "embedding": _encode_vector(v, body.encoding_format)}
@@ -160,6 +158,27 @@ async def embeddings(body: EmbeddingRequest, request: Request, tenant: TenantDep
     state.metrics.tokens.labels(tenant.name, model.name, "prompt").inc(total)
     return JSONResponse({"object": "list", "data": data, "model": body.model,
                            "usage": {"prompt_tokens": total, "total_tokens": total}})
+
+
+async def _embed(state: GatewayState, request: Request, tenant: Tenant, model: ModelSpec,
+                 texts: list[str], counts: list[int]) -> np.ndarray:
+    """Vectors for ``texts``: the tenant's cached rows, the rest computed (and then cached)."""
+    cache = state.cache_for(model)
+    found = cache.lookup(tenant.name, model.name, model.version, texts) if cache else [None] * len(texts)
+    missing = [i for i, row in enumerate(found) if row is None]
+    if cache is not None:
+        state.metrics.cache_rows.labels(model.name, "hit").inc(len(texts) - len(missing))
+        state.metrics.cache_rows.labels(model.name, "miss").inc(len(missing))
+    if missing:
+        todo = [texts[i] for i in missing]
+        result = await run_batched(state, request, tenant, model, {"text": text_rows(todo)}, ["embedding"],
+                                   prefill_tokens=sum(counts[i] for i in missing))
+        computed = result["embedding"]
+        if cache is not None:
+            cache.store(tenant.name, model.name, model.version, todo, computed)
+        for i, row in zip(missing, computed, strict=True):
+            found[i] = row
+    return np.stack([row for row in found if row is not None])
 
 
 def _encode_vector(vector: np.ndarray, encoding_format: str) -> Any:

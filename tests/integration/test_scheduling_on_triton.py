@@ -133,6 +133,12 @@ async def _queued_status(client: httpx.AsyncClient) -> dict[str, object]:
     return status
 
 
+def test_the_scheduler_reads_each_engines_live_kv_pool(two_pools: TwoPoolStack) -> None:
+    text = httpx.get(f"{two_pools.fair_url}/metrics", timeout=5).text
+    for worker in ("large-0", "small-0"):
+        assert f'shunter_worker_kv_tokens{{state="total",worker="{worker}"}} 8192.0' in text, text[-3000:]
+
+
 def test_placement_respects_residency_context_length_and_cost(two_pools: TwoPoolStack) -> None:
     long_prompt = "Summarize: " + " ".join(f"word{i}" for i in range(700))
 
@@ -156,24 +162,44 @@ def test_placement_respects_residency_context_length_and_cost(two_pools: TwoPool
     assert pools["gold"] == ["large"] * 4, pools
 
 
-def test_outputs_of_many_tenants_in_one_batch_reach_only_their_owner(two_pools: TwoPoolStack) -> None:
-    tenants = [f"tenant-{i}" for i in range(8)]
-    texts = {t: [f"{MARKER} {t} sentence {j} about {['ships', 'bees', 'rain', 'jazz'][j % 4]}" for j in range(5)]
-             for t in tenants}
+def _cache_rows(url: str, result: str) -> float:
+    text = httpx.get(f"{url}/metrics", timeout=5).text
+    prefix = f'shunter_response_cache_rows_total{{model="embed",result="{result}"}} '
+    return sum(float(line.removeprefix(prefix)) for line in text.splitlines() if line.startswith(prefix))
 
-    async def embed_all(together: bool) -> dict[str, np.ndarray]:
+
+def test_outputs_of_many_tenants_in_one_batch_reach_only_their_owner(two_pools: TwoPoolStack) -> None:
+    """Each text set is embedded alone by one tenant, then all together by the next tenant: the
+    shared Triton batches give every tenant exactly its own rows, and no tenant is served the
+    previous tenant's cached vectors (the response cache is private to a tenant)."""
+    sets = [[f"{MARKER} set {i} sentence {j} about {['ships', 'bees', 'rain', 'jazz'][j % 4]}" for j in range(5)]
+            for i in range(8)]
+
+    async def embed_sets(shift: int, together: bool) -> list[np.ndarray]:
         async with httpx.AsyncClient(base_url=two_pools.fair_url, timeout=60) as client:
-            async def one(t: str) -> np.ndarray:
-                response = await client.post("/v1/embeddings", json={"model": "embed", "input": texts[t]},
-                                             headers=_auth(t))
+            async def one(i: int) -> np.ndarray:
+                response = await client.post("/v1/embeddings", json={"model": "embed", "input": sets[i]},
+                                             headers=_auth(f"tenant-{(i + shift) % 8}"))
                 assert response.status_code == 200, response.text
                 return np.array([d["embedding"] for d in response.json()["data"]])
             if together:
-                return dict(zip(tenants, await asyncio.gather(*(one(t) for t in tenants)), strict=True))
-            return {t: await one(t) for t in tenants}
+                return list(await asyncio.gather(*(one(i) for i in range(8))))
+            return [await one(i) for i in range(8)]
 
-    solo, together = asyncio.run(embed_all(False)), asyncio.run(embed_all(True))
-    for t in tenants:
-        np.testing.assert_allclose(together[t], solo[t], atol=1e-5)
+    solo = asyncio.run(embed_sets(0, together=False))
+    hits_before = _cache_rows(two_pools.fair_url, "hit")
+    together = asyncio.run(embed_sets(1, together=True))
+    assert _cache_rows(two_pools.fair_url, "hit") == hits_before
+    for mine, alone in zip(together, solo, strict=True):
+        np.testing.assert_allclose(mine, alone, atol=1e-5)
+    again = asyncio.run(embed_sets(1, together=False))
+    assert _cache_rows(two_pools.fair_url, "hit") == hits_before + 40
+    for cached, alone in zip(again, solo, strict=True):
+        np.testing.assert_allclose(cached, alone, atol=1e-5)
+
+    async def chat_with_marker() -> Observation:
+        async with httpx.AsyncClient(base_url=two_pools.fair_url, timeout=60) as client:
+            return await chat(client, "tenant-0", KEYS["tenant-0"], f"Repeat {MARKER} twice.", 8)
+    assert asyncio.run(chat_with_marker()).ok
     logs = "".join(p.read_text(errors="replace") for p in two_pools.paths.logs.glob("*.log"))
-    assert MARKER not in logs
+    assert MARKER not in logs  # no payloads in any log, the gateways' or the workers'
