@@ -3,8 +3,8 @@
 A handler calls ``acquire(request, client_gone)``: the request is admitted or rejected at once
 (the rejection raised as the taxonomy's error), then waits in the core's queue until the one
 driver task releases it to a worker (a ``Ticket``), its deadline passes (504, never sent to a
-worker), it is shed (429), or ``client_gone`` completes (the client disconnected: it leaves the
-queue at once). The handler ends the ticket with ``finish(outcome, generated_tokens)`` exactly
+worker), it is shed (429), or the awaitable that ``client_gone()`` makes completes (the client
+disconnected: it leaves the queue at once). The handler ends the ticket with ``finish(outcome, generated_tokens)`` exactly
 once; that frees the worker's budget and wakes the driver.
 
 Each admission runs a scheduling pass at once; the driver task runs one on every finish and
@@ -109,7 +109,8 @@ class Dispatcher:
                 self.metrics.worker_kv_tokens.labels(view.worker_id, "used").set(view.kv_used_tokens or 0)
         self._wake.set()
 
-    async def acquire(self, request: Request, client_gone: Awaitable[object] | None = None) -> Ticket:
+    async def acquire(self, request: Request,
+                      client_gone: Callable[[], Awaitable[object]] | None = None) -> Ticket:
         """Wait for ``request``'s turn; see the module docstring."""
         self.statuses.queued(request)
         decision = self.scheduler.submit(request, self.clock())
@@ -120,7 +121,7 @@ class Dispatcher:
         self._schedule_now()
         if request.deadline_s < self._driver_wakes_s:
             self._wake.set()  # the driver sleeps past this deadline: let it re-plan its sleep
-        watcher = asyncio.ensure_future(client_gone) if client_gone is not None else None
+        watcher = asyncio.ensure_future(client_gone()) if client_gone is not None else None
         try:
             if watcher is not None:
                 racing: set[asyncio.Future[Any]] = {future, watcher}

@@ -56,6 +56,6 @@ async def admit(state: GatewayState, http_request: HttpRequest, tenant: Tenant, 
         prefill_tokens=prefill_tokens, max_output_tokens=max_output_tokens if llm else 0, rows=rows,
         cost_factor=model.token_cost_factor, ttft_slo_s=slo.ttft_s, model_version=model.version,
     )
-    ticket = await dispatcher.acquire(request, client_gone(http_request.receive))
+    ticket = await dispatcher.acquire(request, lambda: client_gone(http_request.receive))
     http_request.scope["state"]["dispatch"] = ticket.dispatch
     return ticket

@@ -1,0 +1,50 @@
+from pathlib import Path
+
+import pytest
+import yaml
+
+from control.config import ConfigError
+from control.paths import StackPaths
+from control.scheduling_config import load_scheduling
+from control.stack import load_config
+from scheduling.scheduler import Policy
+from scheduling.tenants import Tier
+
+SHIPPED = StackPaths()
+
+
+def _write(tmp_path: Path, **changes: object) -> Path:
+    data = yaml.safe_load(SHIPPED.scheduling_file.read_text())
+    data.update(changes)
+    path = tmp_path / "scheduling.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_the_shipped_file_gives_a_profile_to_every_pool_and_an_slo_to_every_tier() -> None:
+    settings = load_scheduling(SHIPPED.scheduling_file, load_config(SHIPPED))
+    assert set(settings.slo) == set(Tier)
+    assert settings.scheduler.policy is Policy.FAIR
+    assert settings.limits["chat"].share(Tier.BATCH) < settings.limits["chat"].share(Tier.PREMIUM)
+
+
+def test_the_policy_flag_overrides_the_file(tmp_path: Path) -> None:
+    settings = load_scheduling(_write(tmp_path), load_config(SHIPPED), Policy.FIFO)
+    assert settings.scheduler.policy is Policy.FIFO
+
+
+def test_a_pool_whose_profile_is_not_defined_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="profile 'cpu'"):
+        load_scheduling(_write(tmp_path, capacity_profiles={}), load_config(SHIPPED))
+
+
+def test_every_tier_needs_an_slo(tmp_path: Path) -> None:
+    slo = yaml.safe_load(SHIPPED.scheduling_file.read_text())["slo"]
+    del slo["batch"]
+    with pytest.raises(ConfigError, match="batch"):
+        load_scheduling(_write(tmp_path, slo=slo), load_config(SHIPPED))
+
+
+def test_a_share_above_one_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="tier_budget_share"):
+        load_scheduling(_write(tmp_path, tier_budget_share={"batch": 1.5}), load_config(SHIPPED))
