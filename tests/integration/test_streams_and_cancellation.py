@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
 
@@ -74,3 +75,18 @@ def test_client_disconnect_cancels_generation_in_the_model(stack: RunningStack) 
     assert _worker_counter(stack, "shunter_llm_requests_finished_total", labels) == cancelled_before + 1
     generated = _worker_counter(stack, "shunter_llm_generated_tokens_total", 'model="chat"') - tokens_before
     assert generated < 300  # stopped long before max_tokens
+
+
+def test_client_disconnect_cancels_a_non_streamed_generation_too(stack: RunningStack) -> None:
+    labels = 'finish_reason="cancelled",model="chat"'
+    cancelled_before = _worker_counter(stack, "shunter_llm_requests_finished_total", labels)
+    body = {"model": "chat", "messages": [{"role": "user", "content": "Write a very long story about a dragon."}],
+            "max_tokens": 3000, "temperature": 0.8}
+    with stack.client(timeout_s=1.5) as client, contextlib.suppress(httpx.TimeoutException):
+        client.post("/v1/chat/completions", json=body)  # gives up after 1.5 s and closes the connection
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if _worker_counter(stack, "shunter_llm_requests_finished_total", labels) > cancelled_before:
+            break
+        time.sleep(0.2)
+    assert _worker_counter(stack, "shunter_llm_requests_finished_total", labels) == cancelled_before + 1
