@@ -65,7 +65,7 @@ def test_noisy_neighbour_is_held_to_its_quota_and_the_quiet_tenant_keeps_its_lat
 def test_overload_keeps_premium_within_its_slo_and_sheds_batch_first(two_pools: TwoPoolStack) -> None:
     assert two_pools.stack.gateway is not None
     rss_before = _rss_mb(two_pools.stack.gateway.pid)
-    per_s = asyncio.run(capacity(two_pools.fair_url, 6))
+    per_s = asyncio.run(capacity(two_pools.fair_url, 8))
     _wait_idle(two_pools.fair_url)
     seen = asyncio.run(overload(two_pools.fair_url, per_s, 15))
     _wait_idle(two_pools.fair_url)
