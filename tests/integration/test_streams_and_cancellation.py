@@ -55,9 +55,20 @@ def _worker_counter(stack: RunningStack, name: str, labels: str) -> float:
     return float(match.group(1)) if match else 0.0
 
 
+CANCELLED = 'finish_reason="cancelled",model="chat"'
+
+
+def _wait_for_one_more_cancellation(stack: RunningStack, before: float, timeout_s: float = 20) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if _worker_counter(stack, "shunter_llm_requests_finished_total", CANCELLED) > before:
+            break
+        time.sleep(0.2)
+    assert _worker_counter(stack, "shunter_llm_requests_finished_total", CANCELLED) == before + 1
+
+
 def test_client_disconnect_cancels_generation_in_the_model(stack: RunningStack) -> None:
-    labels = 'finish_reason="cancelled",model="chat"'
-    cancelled_before = _worker_counter(stack, "shunter_llm_requests_finished_total", labels)
+    cancelled_before = _worker_counter(stack, "shunter_llm_requests_finished_total", CANCELLED)
     tokens_before = _worker_counter(stack, "shunter_llm_generated_tokens_total", 'model="chat"')
     body = {"model": "chat", "messages": [{"role": "user", "content": "Write a very long story about a dragon."}],
             "max_tokens": 3000, "temperature": 0.8, "stream": True}
@@ -67,26 +78,15 @@ def test_client_disconnect_cancels_generation_in_the_model(stack: RunningStack) 
             received += line.startswith("data: {")
             if received >= 5:
                 break  # leaving the block closes the connection mid-stream
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if _worker_counter(stack, "shunter_llm_requests_finished_total", labels) > cancelled_before:
-            break
-        time.sleep(0.2)
-    assert _worker_counter(stack, "shunter_llm_requests_finished_total", labels) == cancelled_before + 1
+    _wait_for_one_more_cancellation(stack, cancelled_before)
     generated = _worker_counter(stack, "shunter_llm_generated_tokens_total", 'model="chat"') - tokens_before
     assert generated < 300  # stopped long before max_tokens
 
 
 def test_client_disconnect_cancels_a_non_streamed_generation_too(stack: RunningStack) -> None:
-    labels = 'finish_reason="cancelled",model="chat"'
-    cancelled_before = _worker_counter(stack, "shunter_llm_requests_finished_total", labels)
+    cancelled_before = _worker_counter(stack, "shunter_llm_requests_finished_total", CANCELLED)
     body = {"model": "chat", "messages": [{"role": "user", "content": "Write a very long story about a dragon."}],
             "max_tokens": 3000, "temperature": 0.8}
     with stack.client(timeout_s=1.5) as client, contextlib.suppress(httpx.TimeoutException):
         client.post("/v1/chat/completions", json=body)  # gives up after 1.5 s and closes the connection
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if _worker_counter(stack, "shunter_llm_requests_finished_total", labels) > cancelled_before:
-            break
-        time.sleep(0.2)
-    assert _worker_counter(stack, "shunter_llm_requests_finished_total", labels) == cancelled_before + 1
+    _wait_for_one_more_cancellation(stack, cancelled_before)
