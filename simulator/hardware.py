@@ -26,19 +26,19 @@ class GpuSpec:
 
 GPUS: dict[str, GpuSpec] = {
     # A10: 24 GB, 600 GB/s, 125 TFLOPS dense (calibration §1, NVIDIA A10 datasheet);
-    # $1.006/h AWS g5.xlarge on-demand (§5); MLPerf v1.1 8×A10 / 8 (§3, derived).
+    # $1.006/h AWS g5.xlarge on-demand (§5); MLPerf v1.1 8xA10 / 8 (§3, derived).
     "a10": GpuSpec("a10", 24, 600, 125, 1.006, 13_775, 1_094.7),
     # A100 40GB SXM: 1,555 GB/s, 312 TFLOPS (§1); ≈ $4.10/GPU-h, p4d.24xlarge / 8 (§5);
     # MLPerf figures of the 80 GB part (§3; no 40 GB submission was read: assumption).
     "a100-40": GpuSpec("a100-40", 40, 1555, 312, 4.10, 42_379.3, 3_590.46),
     # A100 80GB SXM: 2,039 GB/s (§1, LLM-Prof), 312 TFLOPS; $3.67/GPU-h (§5, Mélange inputs);
-    # MLPerf v3.0 DGX A100 ×1 (§3).
+    # MLPerf v3.0 DGX A100 x1 (§3).
     "a100-80": GpuSpec("a100-80", 80, 2039, 312, 3.67, 42_379.3, 3_590.46),
     # H100 SXM: 80 GB, 3,350 GB/s, 989 TFLOPS dense (§1); ≈ $12.29/GPU-h, p5.48xlarge list / 8 (§5,
-    # flagged there as possibly stale); MLPerf v4.0 DGX H100 ×1 (§3).
+    # flagged there as possibly stale); MLPerf v4.0 DGX H100 x1 (§3).
     "h100": GpuSpec("h100", 80, 3350, 989, 12.29, 88_714.3, 9_081.51),
     # H200 SXM: 141 GB, 4,800 GB/s, 989 TFLOPS (§1). No on-demand price in §5: derived as the H100
-    # price × the capacity-block ratio H200/H100 = 5.408 / 4.916 (§5) = $13.52/h. No MLPerf figure:
+    # price x the capacity-block ratio H200/H100 = 5.408 / 4.916 (§5) = $13.52/h. No MLPerf figure:
     # the H100's is used (same die; assumption).
     "h200": GpuSpec("h200", 141, 4800, 989, 13.52, 88_714.3, 9_081.51),
 }
@@ -46,7 +46,7 @@ GPUS: dict[str, GpuSpec] = {
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A dense decoder served in FP16: parameters (FLOPs are 2 × params per token), resident weight
+    """A dense decoder served in FP16: parameters (FLOPs are 2 x params per token), resident weight
     bytes (all read once per iteration), KV-cache bytes per token, longest context."""
 
     name: str
@@ -57,10 +57,10 @@ class ModelSpec:
 
 
 MODELS: dict[str, ModelSpec] = {
-    # Llama-2-7B: 6.7e9 params, ≈ 13.5 GB FP16 (calibration "rule of thumb"); KV = 2 (K, V) × 32
-    # layers × 4,096 hidden × 2 bytes = 512 KiB/token (derived, multi-head attention); context 4,096.
+    # Llama-2-7B: 6.7e9 params, ≈ 13.5 GB FP16 (calibration "rule of thumb"); KV = 2 (K, V) x 32
+    # layers x 4,096 hidden x 2 bytes = 512 KiB/token (derived, multi-head attention); context 4,096.
     "llama-2-7b": ModelSpec("llama-2-7b", 6.7e9, 13.5e9, 2 * 32 * 4096 * 2, 4096),
-    # Llama-3-8B: 8.0e9 params, 16.1 GB FP16; GQA with 8 KV heads of 128 → 2 × 32 × 1,024 × 2 bytes
+    # Llama-3-8B: 8.0e9 params, 16.1 GB FP16; GQA with 8 KV heads of 128 → 2 x 32 x 1,024 x 2 bytes
     # = 128 KiB/token (derived from the published architecture); context 8,192.
     "llama-3-8b": ModelSpec("llama-3-8b", 8.0e9, 16.1e9, 2 * 32 * 1024 * 2, 8192),
 }

@@ -2,7 +2,7 @@
 
 An LLM iteration processes ``tokens`` new tokens (prefill chunks plus one per decoding sequence)
 over ``kv_tokens`` cached tokens. Its linear layers are compute-bound for many tokens
-(2 × params FLOPs per token at ``COMPUTE_EFFICIENCY`` of peak) and bandwidth-bound for few (weights
+(2 x params FLOPs per token at ``COMPUTE_EFFICIENCY`` of peak) and bandwidth-bound for few (weights
 plus the KV cache read at ``BANDWIDTH_EFFICIENCY`` of peak); the two are blended as
 ``sqrt(compute² + memory²)``, which reproduces the knee of Vidur's measured profiles (calibration
 §2.4) better than ``max``. Prefill attention adds its quadratic FLOPs; every iteration adds
@@ -30,7 +30,7 @@ from simulator.hardware import (
 
 MAX_SEQUENCES = 256  # vLLM's default max_num_seqs
 STEP_TOKEN_BUDGET = 2048  # tokens per iteration (Sarathi-style chunked prefill budget; vLLM's default)
-ATTENTION_LAYERS_HIDDEN = 32 * 4096  # layers × hidden of the 7B/8B models (both 32 × 4,096)
+ATTENTION_LAYERS_HIDDEN = 32 * 4096  # layers x hidden of the 7B/8B models (both 32 x 4,096)
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class LlmPerf:
 
     @property
     def kv_pool_tokens(self) -> int:
-        """KV tokens that fit: GPU memory × utilisation minus weights, in whole blocks (0 if none)."""
+        """KV tokens that fit: GPU memory x utilisation minus weights, in whole blocks (0 if none)."""
         free = self.gpu.memory_gib * GIB * GPU_MEMORY_UTILISATION - self.model.weight_bytes
         blocks = int(max(0.0, free) // (self.model.kv_bytes_per_token * KV_BLOCK_TOKENS))
         return blocks * KV_BLOCK_TOKENS

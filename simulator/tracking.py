@@ -2,7 +2,7 @@
 
 A tenant is backlogged in a window when it had a request in the scheduler's queue for the whole
 window. Service is counted when a request leaves the queue for a worker, as the VTC charge
-``(prefill + 2 × output) / weight`` with the real output length. Per window and tier, with two or
+``(prefill + 2 x output) / weight`` with the real output length. Per window and tier, with two or
 more backlogged tenants: the gap (largest minus smallest weighted service) and Jain's index of
 their weighted service. The tracker sees only the driver's events, so it measures every policy
 the same way.
