@@ -49,9 +49,9 @@ class LlmPerf:
         return blocks * KV_BLOCK_TOKENS
 
     def linear_s(self, tokens: int, kv_tokens: int = 0) -> float:
-        """Linear layers (plus the KV read) of one iteration of ``tokens`` new tokens."""
-        compute = 2.0 * self.model.params * tokens / (self.gpu.fp16_tflops * 1e12 * COMPUTE_EFFICIENCY)
-        bytes_read = self.model.weight_bytes + self.model.kv_bytes_per_token * kv_tokens
+        """Linear layers of the blocks (plus the KV read) of one iteration of ``tokens`` new tokens."""
+        compute = 2.0 * self.model.block_params * tokens / (self.gpu.fp16_tflops * 1e12 * COMPUTE_EFFICIENCY)
+        bytes_read = 2.0 * self.model.block_params + self.model.kv_bytes_per_token * kv_tokens
         memory = bytes_read / (self.gpu.bandwidth_gb_s * 1e9 * BANDWIDTH_EFFICIENCY)
         return math.hypot(compute, memory)
 
@@ -60,7 +60,10 @@ class LlmPerf:
         tokens each on average), ``decode_seqs`` decoding sequences, ``kv_tokens`` cached tokens."""
         attention = 4.0 * ATTENTION_LAYERS_HIDDEN * prefill_tokens * max(prefill_context, prefill_tokens) / 2
         attention_s = attention / (self.gpu.fp16_tflops * 1e12 * COMPUTE_EFFICIENCY)
-        return self.linear_s(prefill_tokens + decode_seqs, kv_tokens) + attention_s + self.step_overhead_s
+        head_bytes = self.model.params - self.model.block_params  # the LM head, half the rest, FP16
+        head_s = head_bytes / (self.gpu.bandwidth_gb_s * 1e9 * BANDWIDTH_EFFICIENCY)
+        linear_s = self.linear_s(prefill_tokens + decode_seqs, kv_tokens)
+        return linear_s + attention_s + head_s + self.step_overhead_s
 
     def prefill_s(self, prompt_tokens: int) -> float:
         """Batch-1 time to first token for a prompt (chunked at the step budget)."""
