@@ -4,8 +4,9 @@ A handler calls ``acquire(request, client_gone)``: the request is admitted or re
 (the rejection raised as the taxonomy's error), then waits in the core's queue until the one
 driver task releases it to a worker (a ``Ticket``), its deadline passes (504, never sent to a
 worker), it is shed (429), or the awaitable that ``client_gone()`` makes completes (the client
-disconnected: it leaves the queue at once). The handler ends the ticket with ``finish(outcome, generated_tokens)`` exactly
-once; that frees the worker's budget and wakes the driver.
+disconnected: it leaves the queue at once). The handler ends the ticket exactly once, with
+``finish(outcome, generated_tokens)`` or ``finishing()``; that frees the worker's budget and wakes
+the driver.
 
 Each admission runs a scheduling pass at once; the driver task runs one on every finish and
 worker update, and otherwise at the earliest queued deadline, so expiry is late by no more than

@@ -56,7 +56,7 @@ def burst_arrivals(items: Sequence[TraceItem], shares: Sequence[TenantShare], bu
     start, end = items[-1].arrival_s / 3, 2 * items[-1].arrival_s / 3
     mean_cost = sum(_cost(i) for i in items) / len(items)
     rate = burst * quota_per_s / mean_cost
-    now, extra = start, []
+    now, extra = start, list[SimRequest]()
     while True:
         now += rng.expovariate(rate)
         if now >= end:

@@ -56,8 +56,8 @@ class ServiceTracker:
 
     def queued(self, tenant: str, tier: Tier, now: float) -> None:
         self._roll(now)
-        if tenant not in self._queued:
-            self._idle.add(tenant)
+        if tenant not in self._queued and now > self._start_s:
+            self._idle.add(tenant)  # it was not backlogged since the window began
         self._tier[tenant] = tier
         self._queued[tenant] = self._queued.get(tenant, 0) + 1
 
