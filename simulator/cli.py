@@ -56,7 +56,7 @@ def _show(name: str, headline: dict[str, Any]) -> None:
 def overload(out: Out = DEFAULT_OUT, pool: Pool = "h100:16", load: float = 1.5, trace: str = "conv",
              traces_dir: Traces = DEFAULT_TRACES_DIR, seed: Seed = 0) -> None:
     """Every policy on the whole trace at LOAD x the pool's capacity (proof target 1)."""
-    with _progress(1 + 2 * len(suite.ALL_POLICIES), "overload") as on_run:
+    with _progress(1 + len(suite.ALL_POLICIES), "overload") as on_run:
         headline = suite.overload(out, pool, load, trace, traces_dir, seed=seed, on_run=on_run)
     _show("overload", {k: v for k, v in headline.items()})
 

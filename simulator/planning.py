@@ -80,16 +80,10 @@ def plan_pool(arrivals: Sequence[SimRequest], policy: str = "shunter", targets: 
         return result
 
     for gpu in types:
-        count = 1
-        while count <= max_per_type and len(plan.evaluations) < max_evaluations:
-            if (plan.best_single is not None
-                    and mix_cost_per_hour({gpu: count}) >= plan.best_single.cost_per_hour):
-                break
-            result = evaluate({gpu: count})
-            if result.met:
-                plan.best_single = result
-                break
-            count = count + 1 if count < 4 else count + max(1, count // 4)
+        ceiling = plan.best_single.cost_per_hour if plan.best_single else float("inf")
+        passed = _fewest(gpu, evaluate, max_per_type, ceiling, lambda: len(plan.evaluations) < max_evaluations)
+        if passed is not None and (plan.best_single is None or passed.cost_per_hour < plan.best_single.cost_per_hour):
+            plan.best_single = passed
     ceiling = plan.best_single.cost_per_hour if plan.best_single else float("inf")
     for mix in _candidate_mixes(types, max_per_type, max_types, ceiling):
         if len(plan.evaluations) >= max_evaluations:
@@ -101,6 +95,28 @@ def plan_pool(arrivals: Sequence[SimRequest], policy: str = "shunter", targets: 
             plan.best_mix = result
             break
     return plan
+
+
+def _fewest(gpu: str, evaluate: Callable[[dict[str, int]], Evaluation], max_count: int, ceiling: float,
+            budget_left: Callable[[], bool]) -> Evaluation | None:
+    """The fewest GPUs of one type, costing less than ``ceiling``, that meet the targets: count up
+    (by a quarter once past 4), then bisect between the last failing and the first passing count."""
+    failed, count = 0, 1
+    passed: Evaluation | None = None
+    while count <= max_count and mix_cost_per_hour({gpu: count}) < ceiling and budget_left():
+        result = evaluate({gpu: count})
+        if result.met:
+            passed = result
+            break
+        failed, count = count, count + 1 if count < 4 else count + max(1, count // 4)
+    while passed is not None and passed.mix[gpu] - failed > 1 and budget_left():
+        middle = (failed + passed.mix[gpu]) // 2
+        result = evaluate({gpu: middle})
+        if result.met:
+            passed = result
+        else:
+            failed = middle
+    return passed
 
 
 def _candidate_mixes(types: Sequence[str], max_per_type: int, max_types: int,

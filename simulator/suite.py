@@ -9,8 +9,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from simulator.experiments import capacity_rps, compare, sweep
+from simulator.experiments import capacity_rps, sweep
 from simulator.fidelity import TOLERANCE, fidelity_points
+from simulator.metrics import RunSummary
 from simulator.noisy import run_noisy
 from simulator.planning import Plan, plan_pool
 from simulator.pools import mix_label, parse_mix
@@ -40,11 +41,17 @@ def overload(out: Path, pool: str = "h100:16", load: float = 1.5, trace: str = "
     on_run("capacity probe")
     capacity = capacity_rps(items, mix, seed)
     scale = load * capacity / mean_rate(items)
-    comparison = compare(items, mix, policies, scale, seed, progress=on_run)
-    summaries = comparison.summaries
+    scaled = scale_load(items, scale)
+    arrivals = requests_for(scaled, None, seed)
+    summaries: dict[str, RunSummary] = {}
+    ttfts: dict[str, list[float]] = {}
+    for policy in policies:
+        on_run(policy)
+        result, summaries[policy] = simulate(RunSpec(policy, mix, seed), arrivals)
+        ttfts[policy] = [r.ttft_s for r in result.records if r.ttft_s is not None]
     fcfs = summaries["fcfs"].overall.goodput_rps if "fcfs" in summaries else None
     headline = {
-        "pool": pool, "trace": trace, "capacity_rps": capacity, "load": load, "offered_rps": comparison.offered_rps,
+        "pool": pool, "trace": trace, "capacity_rps": capacity, "load": load, "offered_rps": mean_rate(scaled),
         "goodput_rps": {p: s.overall.goodput_rps for p, s in summaries.items()},
         "goodput_vs_fcfs": {p: (s.overall.goodput_rps / fcfs if fcfs else None) for p, s in summaries.items()},
         "premium_attainment": {p: s.by_tier["premium"].attainment for p, s in summaries.items()},
@@ -52,11 +59,6 @@ def overload(out: Path, pool: str = "h100:16", load: float = 1.5, trace: str = "
     write_json(out / "overload.json", {"headline": headline, "summaries": summaries})
     (out / "overload.md").write_text(
         f"# Overload: {trace} trace, {pool}, {load}x capacity ({capacity:.1f} req/s)\n\n" + summary_table(summaries))
-    ttfts = {}
-    for policy in policies:
-        on_run(f"{policy} (TTFT CDF)")
-        result, _ = simulate(RunSpec(policy, mix, seed), requests_for(scale_load(items, scale), None, seed))
-        ttfts[policy] = [r.ttft_s for r in result.records if r.ttft_s is not None]
     plot_ttft_cdf(ttfts, out / "overload_ttft_cdf.png", f"TTFT, {trace} trace, {pool}, {load}x capacity")
     return headline
 

@@ -62,3 +62,16 @@ def test_kv_pool_follows_memory_minus_weights_and_bigger_gpus_are_faster() -> No
 def test_the_worker_model_reproduces_its_calibration_points_within_tolerance() -> None:
     points = fidelity_points()
     assert sum(p.within for p in points) >= len(points) - 1
+
+
+def test_pool_planning_finds_the_fewest_gpus_of_each_type_and_only_tries_cheaper_mixes() -> None:
+    from simulator.planning import Targets, plan_pool
+    from tests.unit.simulator.helpers import arrivals
+
+    work = arrivals(120, rate_per_s=4.0)
+    plan = plan_pool(work, targets=Targets(0.9, 0.9), types=("a10", "a100-80"), max_per_type=6, max_evaluations=14)
+    assert plan.best_single is not None and plan.best_single.met
+    gpu, count = next(iter(plan.best_single.mix.items()))
+    tried = {tuple(e.mix.items()): e.met for e in plan.evaluations}
+    assert count == 1 or tried[((gpu, count - 1),)] is False
+    assert all(e.cost_per_hour < plan.best_single.cost_per_hour for e in plan.evaluations if len(e.mix) > 1)
