@@ -15,10 +15,11 @@ from typing import Protocol
 from scheduling.outcomes import Rejected, SchedulePlan
 from scheduling.requests import Request
 from scheduling.workers import WorkerView
+from simulator.batched_worker import BatchedWorker
 from simulator.engine import ARRIVAL, WAKE, Event, EventLoop
-from simulator.llm_worker import LlmWorker
+from simulator.llm_worker import LlmWorker, WorkerListener
 from simulator.llm_worker import Sequence as EngineSequence
-from simulator.perf import LlmPerf
+from simulator.perf import BatchedPerf, LlmPerf
 from simulator.records import RequestRecord, SimRequest, Slo
 from simulator.tracking import ServiceTracker
 
@@ -42,16 +43,23 @@ class WorkerSpec:
     """One worker to simulate: its timing model, the view the scheduler is given, when it is ready
     (after a cold start) and whether its engine times queued requests out lazily (Triton)."""
 
-    perf: LlmPerf
+    perf: LlmPerf | BatchedPerf
     view: WorkerView
     ready_s: float = 0.0
     lazy_timeouts: bool = False
+    max_batch_rows: int = 1  # batched models: rows per batch (Triton's max_batch_size)
+
+    def build(self, loop: EventLoop, listener: WorkerListener) -> LlmWorker | BatchedWorker:
+        worker_id = self.view.worker_id
+        if isinstance(self.perf, LlmPerf):
+            return LlmWorker(worker_id, self.perf, loop, listener, self.lazy_timeouts)
+        return BatchedWorker(worker_id, self.perf, loop, listener, self.max_batch_rows, self.lazy_timeouts)
 
 
 @dataclass
 class SimWorker:
     spec: WorkerSpec
-    engine: LlmWorker
+    engine: LlmWorker | BatchedWorker
 
     @property
     def view(self) -> WorkerView:
@@ -76,8 +84,7 @@ class Simulation:
                  slos: Callable[[Request], Slo], fairness_window_s: float = 10.0) -> None:
         self.loop = EventLoop()
         self.scheduler = scheduler
-        self.workers = {spec.view.worker_id: SimWorker(spec, LlmWorker(
-            spec.view.worker_id, spec.perf, self.loop, self, spec.lazy_timeouts)) for spec in workers}
+        self.workers = {spec.view.worker_id: SimWorker(spec, spec.build(self.loop, self)) for spec in workers}
         self.arrivals = arrivals
         self.records: dict[str, RequestRecord] = {}
         self.pending: dict[str, SimRequest] = {}
@@ -130,7 +137,7 @@ class Simulation:
             request = item.request
             charge = (request.prefill_tokens + 2 * item.output_tokens) / request.tenant.weight
             self.tracker.left_queue(request.tenant.name, request.tier, now, charge)
-            self.workers[dispatch.worker_id].engine.enqueue(EngineSequence(request, max(1, item.output_tokens)))
+            self.workers[dispatch.worker_id].engine.enqueue(EngineSequence(request, item.output_tokens))
         for expired in plan.expired:
             self._leave_queue(expired.request_id, "expired", "deadline")
         for shed in plan.shed:

@@ -37,7 +37,8 @@ class WorkerListener(Protocol):
 
 @dataclass
 class Sequence:
-    """One request inside the engine; ``output_tokens`` is what it will really generate (≥ 1)."""
+    """One request inside the engine; ``output_tokens`` is what it will really generate (an LLM
+    generates at least one token)."""
 
     request: Request
     output_tokens: int
@@ -142,7 +143,7 @@ class LlmWorker:
             context = max(s.prefilled + c for s, c in chunks)
             steps, step_s = 1, self.perf.step_s(prompt_tokens, len(decoders), kv, context)
         else:
-            steps = min(s.output_tokens - s.generated for s in decoders)
+            steps = min(max(1, s.output_tokens) - s.generated for s in decoders)
             step_s = self.perf.step_s(0, len(decoders), kv + len(decoders) * (steps - 1) // 2)
         now = self.loop.now
         event = self.loop.at(now + steps * step_s, STEP, self._end)
@@ -165,7 +166,7 @@ class LlmWorker:
                 self.listener.first_token(sequence.request.request_id, now)
         still: list[Sequence] = []
         for sequence in self.running:
-            if sequence.decoding and sequence.generated >= sequence.output_tokens:
+            if sequence.decoding and sequence.generated >= max(1, sequence.output_tokens):
                 self.free_blocks += sequence.blocks
                 self.listener.finished(sequence.request.request_id, now, sequence.generated)
             else:

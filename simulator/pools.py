@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from scheduling.capacity import CapacityProfile
 from scheduling.requests import RequestKind
 from scheduling.workers import ModelLimits, WorkerView
 from simulator.driver import WorkerSpec
 from simulator.hardware import GPUS, MODELS
-from simulator.perf import LlmPerf
+from simulator.perf import LlmPerf, resnet50_perf
 from simulator.tenancy import MODEL, TIER_SHARE
 
 DEFAULT_MODEL = "llama-3-8b"
@@ -56,3 +57,26 @@ def build_pool(mix: Mapping[str, int], model: str = DEFAULT_MODEL, lazy_timeouts
 
 def model_limits() -> dict[str, ModelLimits]:
     return {MODEL: ModelLimits(MODEL, RequestKind.LLM, tier_share=dict(TIER_SHARE))}
+
+
+VISION_MODEL = "resnet50"
+VISION_MAX_BATCH = 64  # Triton max_batch_size for the image model (assumption)
+
+
+def build_vision_pool(mix: Mapping[str, int], lazy_timeouts: bool = False) -> list[WorkerSpec]:
+    """Workers serving only ResNet-50 (MLPerf-calibrated batched model), ids ``<gpu>-v<nn>``."""
+    specs: list[WorkerSpec] = []
+    for gpu, count in mix.items():
+        perf = resnet50_perf(GPUS[gpu])
+        profile = CapacityProfile(gpu, GPUS[gpu].memory_gib, max_batch_tokens=1, max_context_tokens=1,
+                                  prefill_tokens_per_s=perf.peak_rows_per_s, decode_tokens_per_s=perf.peak_rows_per_s,
+                                  cost_per_hour=GPUS[gpu].cost_per_hour)
+        for index in range(count):
+            view = WorkerView(f"{gpu}-v{index:02d}", gpu, "r1", profile, {VISION_MODEL: frozenset({1})})
+            specs.append(WorkerSpec(perf, view, 0.0, lazy_timeouts, VISION_MAX_BATCH))
+    return specs
+
+
+def vision_limits() -> dict[str, ModelLimits]:
+    return {VISION_MODEL: ModelLimits(VISION_MODEL, RequestKind.BATCHED, max_batch_size=VISION_MAX_BATCH,
+                                      tier_share=dict(TIER_SHARE))}
