@@ -62,11 +62,12 @@ def overload(out: Out = DEFAULT_OUT, pool: Pool = "h100:16", load: float = 1.5, 
 
 
 @sim_app.command("sweep")
-def sweep_command(out: Out = DEFAULT_OUT, pool: Pool = "h100:16", loads: str = "0.5,0.75,1,1.25,1.5",
-                  window_s: float = 1200.0, traces_dir: Traces = DEFAULT_TRACES_DIR, seed: Seed = 0) -> None:
+def sweep_command(out: Out = DEFAULT_OUT, pool: Pool = "h100:16", loads: str = "0.5,0.75,1,1.25,1.5,2",
+                  window_s: Annotated[float | None, typer.Option(help="first seconds of the trace only")] = None,
+                  traces_dir: Traces = DEFAULT_TRACES_DIR, seed: Seed = 0) -> None:
     """Attainment versus load per policy, and each policy's DistServe goodput."""
     values = [float(x) for x in loads.split(",")]
-    with _progress(1 + len(values) * len(suite.ALL_POLICIES), "sweep") as on_run:
+    with _progress(1 + len(values) * len(suite.SWEEP_POLICIES), "sweep") as on_run:
         headline = suite.load_sweep(out, pool, values, window_s=window_s, traces_dir=traces_dir, seed=seed,
                                     on_run=on_run)
     _show("sweep", headline)

@@ -63,11 +63,17 @@ def overload(out: Path, pool: str = "h100:16", load: float = 1.5, trace: str = "
     return headline
 
 
-def load_sweep(out: Path, pool: str = "h100:16", loads: Sequence[float] = (0.5, 0.75, 1.0, 1.25, 1.5),
-               trace: str = "conv", window_s: float = 1200.0, traces_dir: Path = DEFAULT_TRACES_DIR,
-               policies: Sequence[str] = ALL_POLICIES, seed: int = 0, on_run: OnRun = _none) -> dict[str, Any]:
-    """Attainment versus load and the DistServe goodput of each policy."""
-    items, mix = window(load_azure(trace, traces_dir), 0.0, window_s), parse_mix(pool)
+SWEEP_POLICIES = ("shunter", "shunter-slo", "fcfs", "triton-queue")
+
+
+def load_sweep(out: Path, pool: str = "h100:16", loads: Sequence[float] = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0),
+               trace: str = "conv", window_s: float | None = None, traces_dir: Path = DEFAULT_TRACES_DIR,
+               policies: Sequence[str] = SWEEP_POLICIES, seed: int = 0, on_run: OnRun = _none) -> dict[str, Any]:
+    """Attainment versus load and the DistServe goodput of each policy (the whole trace unless
+    ``window_s``: a short window never reaches steady state, the engines' slots absorb it)."""
+    items, mix = load_azure(trace, traces_dir), parse_mix(pool)
+    if window_s is not None:
+        items = window(items, 0.0, window_s)
     on_run("capacity probe")
     capacity = capacity_rps(items, mix, seed)
     scales = [load * capacity / mean_rate(items) for load in loads]
@@ -76,8 +82,9 @@ def load_sweep(out: Path, pool: str = "h100:16", loads: Sequence[float] = (0.5, 
     headline = {"pool": pool, "capacity_rps": capacity, "loads": list(loads), "attainment": attainment,
                 "distserve_goodput_rps": result.goodput_rps}
     write_json(out / "sweep.json", headline)
+    span = f"{window_s / 60:.0f} min" if window_s is not None else "whole"
     plot_attainment_vs_load(loads, attainment, out / "sweep_attainment.png",
-                            f"SLO attainment vs load, {trace} trace ({window_s / 60:.0f} min), {pool}")
+                            f"SLO attainment vs load, {trace} trace ({span}), {pool}")
     return headline
 
 
