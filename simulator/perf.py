@@ -118,3 +118,15 @@ class BatchedPerf:
 def resnet50_perf(gpu: GpuSpec) -> BatchedPerf:
     a100_rate = 42_379.3  # MLPerf v3.0 A100 offline (calibration §3)
     return BatchedPerf(gpu, gpu.resnet50_per_s, 0.00046 * a100_rate / gpu.resnet50_per_s)
+
+
+# Stable Diffusion: the Alibaba trace's median is 0.767 s per denoising step and image (its
+# exec_time_seconds over num_inference_steps x num_images_per_prompt; derived, GPU type not stated).
+# Assumption: that GPU is A100-class (312 TFLOPS); other types scale with dense FP16 TFLOPS.
+SD_SECONDS_PER_STEP_A100 = 0.767
+
+
+def diffusion_perf(gpu: GpuSpec) -> BatchedPerf:
+    """One request at a time (rows = steps x images): ``batch_s(steps)`` is its execution time."""
+    steps_per_s = gpu.fp16_tflops / 312.0 / SD_SECONDS_PER_STEP_A100
+    return BatchedPerf(gpu, steps_per_s, 0.0)

@@ -10,7 +10,7 @@ from scheduling.requests import RequestKind
 from scheduling.workers import ModelLimits, WorkerView
 from simulator.driver import WorkerSpec
 from simulator.hardware import GPUS, MODELS
-from simulator.perf import LlmPerf, resnet50_perf
+from simulator.perf import LlmPerf, diffusion_perf, resnet50_perf
 from simulator.tenancy import MODEL, TIER_SHARE
 
 DEFAULT_MODEL = "llama-3-8b"
@@ -80,3 +80,26 @@ def build_vision_pool(mix: Mapping[str, int], lazy_timeouts: bool = False) -> li
 def vision_limits() -> dict[str, ModelLimits]:
     return {VISION_MODEL: ModelLimits(VISION_MODEL, RequestKind.BATCHED, max_batch_size=VISION_MAX_BATCH,
                                       tier_share=dict(TIER_SHARE))}
+
+
+DIFFUSION_MODEL = "diffusion"
+
+
+def build_diffusion_pool(mix: Mapping[str, int], lazy_timeouts: bool = False) -> list[WorkerSpec]:
+    """Workers serving a Stable Diffusion model one request at a time, ids ``<gpu>-d<nn>``."""
+    specs: list[WorkerSpec] = []
+    for gpu, count in mix.items():
+        perf = diffusion_perf(GPUS[gpu])
+        profile = CapacityProfile(gpu, GPUS[gpu].memory_gib, max_batch_tokens=1, max_context_tokens=1,
+                                  prefill_tokens_per_s=perf.peak_rows_per_s, decode_tokens_per_s=perf.peak_rows_per_s,
+                                  cost_per_hour=GPUS[gpu].cost_per_hour)
+        for index in range(count):
+            view = WorkerView(f"{gpu}-d{index:02d}", gpu, "r1", profile, {DIFFUSION_MODEL: frozenset({1})})
+            specs.append(WorkerSpec(perf, view, 0.0, lazy_timeouts, max_batch_rows=1))
+    return specs
+
+
+def diffusion_limits() -> dict[str, ModelLimits]:
+    """One request in flight per worker (a batch of one, ``rows_per_instance`` 1)."""
+    return {DIFFUSION_MODEL: ModelLimits(DIFFUSION_MODEL, RequestKind.BATCHED, max_batch_size=1,
+                                         rows_per_instance=1, tier_share=dict(TIER_SHARE))}

@@ -87,3 +87,32 @@ def window(items: list[TraceItem], start_s: float, end_s: float) -> list[TraceIt
 def mean_rate(items: list[TraceItem]) -> float:
     span = items[-1].arrival_s - items[0].arrival_s if len(items) > 1 else 0.0
     return (len(items) - 1) / span if span > 0 else 0.0
+
+
+SD_TRACE = "lora_request_trace.csv"
+
+
+@dataclass(frozen=True)
+class DiffusionItem:
+    """One image-generation request of the Alibaba GenAI trace: arrival (s from the first row),
+    denoising steps x images (the work, in steps) and the execution time Alibaba measured."""
+
+    arrival_s: float
+    steps: int
+    exec_time_s: float
+
+
+def load_diffusion(traces_dir: Path = DEFAULT_TRACES_DIR, limit: int | None = None) -> list[DiffusionItem]:
+    """The succeeded requests of the Alibaba Stable Diffusion serving trace, in arrival order."""
+    items: list[DiffusionItem] = []
+    with (traces_dir / SD_TRACE).open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            if row["predict_status"] != "SUCCEED" or not row["num_inference_steps"] or not row["exec_time_seconds"]:
+                continue
+            images = max(1, int(float(row["num_images_per_prompt"] or 1)))
+            steps = max(1, int(float(row["num_inference_steps"]))) * images
+            items.append(DiffusionItem(_seconds(row["gmt_create"] + ".0"), steps, float(row["exec_time_seconds"])))
+            if limit is not None and len(items) >= limit:
+                break
+    start = min((item.arrival_s for item in items), default=0.0)
+    return sorted((replace(item, arrival_s=item.arrival_s - start) for item in items), key=lambda i: i.arrival_s)
