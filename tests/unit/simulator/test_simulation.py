@@ -4,12 +4,14 @@ a small trace gives the golden results."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from simulator.policies import default_registry
 from simulator.report import to_data
-from simulator.runner import RunSpec, simulate
+from simulator.runner import RunSpec, requests_for, simulate
+from simulator.workloads import load_azure, scale_load
 from tests.unit.simulator.helpers import arrivals
 
 OUTCOMES = {"completed", "rejected", "expired", "cancelled", "failed"}
@@ -51,3 +53,25 @@ def test_golden_results_on_a_small_trace() -> None:
 # Recorded from this model; a change here means the worker model, a workload or the core changed.
 GOLDEN: dict[str, float] = {"completed": 200, "rejected": 0, "expired": 0, "attainment": 0.775, "ttft_p99": 4.5559,
                             "tpot_p50": 0.05039}
+
+
+TRACES = Path(__file__).resolve().parents[3] / ".." / "shared" / "traces"
+# The first 400 requests of the Azure conversation trace at 8x its rate on 2 A10 + 1 A100-80:
+# (completed, rejected, expired, attainment, p99 TTFT s) per policy, recorded from this model.
+TRACE_GOLDEN = {
+    "shunter": (378, 22, 0, 0.475, 19.9094), "shunter-slo": (347, 29, 24, 0.55, 12.0732),
+    "fcfs": (400, 0, 0, 0.6825, 10.1154), "round-robin": (400, 0, 0, 0.635, 11.3007),
+    "fifo-gateway": (400, 0, 0, 0.6825, 10.1154), "triton-queue": (388, 0, 12, 0.5625, 44.2367),
+    "priority-only": (400, 0, 0, 0.6825, 10.1154),
+}
+
+
+@pytest.mark.skipif(not (TRACES / "AzureLLMInferenceTrace_conv.csv").exists(), reason="needs ../shared/traces")
+def test_golden_results_on_the_first_requests_of_the_conversation_trace() -> None:
+    arrivals_ = requests_for(scale_load(load_azure("conv", TRACES, limit=400), 8.0))
+    measured = {}
+    for policy in TRACE_GOLDEN:
+        _, s = simulate(RunSpec(policy, POOL), arrivals_)
+        o = s.overall
+        measured[policy] = (o.completed, o.rejected, o.expired, round(o.attainment, 4), round(o.ttft_s["p99"] or 0, 4))
+    assert measured == TRACE_GOLDEN
