@@ -3,7 +3,8 @@
 ``shunter up`` starts everything in the foreground until Ctrl-C / SIGTERM; ``shunter status``
 shows workers, models and readiness from the control API; ``shunter render`` and
 ``shunter build-artifacts`` run the setup steps alone; ``shunter hash-key`` prints the at-rest
-form of an API key for ``tenants.yaml``.
+form of an API key for ``tenants.yaml``; ``shunter sim`` runs the trace-driven simulator
+(``simulator.cli``).
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ from control.paths import StackPaths
 from control.stack import Listen, LocalStack, admin_token, prepare
 from control.tenants import hash_api_key
 from scheduling.scheduler import Policy
+from simulator.cli import sim_app
 
 app = typer.Typer(help="Shunter: GPU inference serving — local stack and operator commands.",
                   no_args_is_help=True)
 console = Console()
+app.add_typer(sim_app, name="sim")
 
 ConfigDir = Annotated[Path, typer.Option(help="folder with pools.yaml, models.yaml, tenants.yaml")]
 StateDir = Annotated[Path, typer.Option(help="folder for artifacts, logs and state")]

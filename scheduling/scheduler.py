@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import heapq
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -64,16 +64,21 @@ class InFlight:
 
 
 class Scheduler:
-    def __init__(self, config: SchedulerConfig, limits: Mapping[str, ModelLimits], rng: random.Random) -> None:
+    def __init__(self, config: SchedulerConfig, limits: Mapping[str, ModelLimits], rng: random.Random,
+                 queue: FairQueue | FifoQueue | None = None, placement: Placement | None = None) -> None:
+        """``queue`` and ``placement`` replace the policy's own (the simulator's baselines plug in
+        ``TierPriorityQueue`` and ``RoundRobinPlacement``); by default ``config.policy`` picks both."""
         self.config = config
         fair = config.policy is Policy.FAIR
         self.limits = dict(limits) if fair else {
             name: replace(limit, tier_share={}) for name, limit in limits.items()}
-        self.queue: FairQueue | FifoQueue = FairQueue() if fair else FifoQueue()
+        default_queue = FairQueue() if fair else FifoQueue()
+        self.queue: FairQueue | FifoQueue = queue if queue is not None else default_queue
         admission = config.admission if fair else AdmissionConfig(
             shed_wait_s={}, enforce_quotas=False, reject_predicted_misses=False)
         self.admission = AdmissionControl(admission)
-        self.placement: Placement = fair_placement(rng) if fair else least_loaded_placement(rng)
+        default_placement = fair_placement(rng) if fair else least_loaded_placement(rng)
+        self.placement: Placement = placement if placement is not None else default_placement
         self.views: dict[str, WorkerView] = {}
         self.loads: dict[str, WorkerLoad] = {}
         self.in_flight: dict[str, InFlight] = {}
@@ -254,8 +259,12 @@ class Scheduler:
         return dict(self.queue.counters)
 
 
-def build_scheduler(config: SchedulerConfig, limits: Mapping[str, ModelLimits], seed: int = 0) -> Scheduler:
-    """A scheduler for ``config.policy`` with a seeded tie-breaking RNG."""
+def build_scheduler(config: SchedulerConfig, limits: Mapping[str, ModelLimits], seed: int = 0, *,
+                    queue: FairQueue | FifoQueue | None = None,
+                    placement: Callable[[random.Random], Placement] | None = None) -> Scheduler:
+    """A scheduler for ``config.policy`` with a seeded tie-breaking RNG; ``queue`` and ``placement``
+    (a factory given that RNG) replace the policy's defaults."""
     if config.max_queued < 1:
         raise ValueError("max_queued must be >= 1")
-    return Scheduler(config, limits, random.Random(seed))
+    rng = random.Random(seed)
+    return Scheduler(config, limits, rng, queue, placement(rng) if placement is not None else None)

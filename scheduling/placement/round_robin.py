@@ -1,0 +1,37 @@
+"""Round-robin placement (the ``round-robin`` baseline of the simulator): among the feasible
+workers with budget, the next one after the last chosen, in worker-id order, whatever their load.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from scheduling.placement.endpoint import Endpoint
+from scheduling.placement.filters import HasBudget
+from scheduling.placement.pipeline import HARD_FILTERS, Placement
+from scheduling.requests import Request
+
+
+@dataclass
+class RoundRobinPlacement(Placement):
+    _last: dict[str, str] = field(default_factory=dict)
+
+    def place(self, request: Request, endpoints: Sequence[Endpoint]) -> Endpoint | None:
+        """The first worker with budget after the one chosen last for this model (cyclically)."""
+        feasible = self.feasible(request, endpoints)
+        if not isinstance(feasible, list):
+            return None
+        ready = sorted(HasBudget()(request, feasible), key=lambda e: e.worker_id)
+        if not ready:
+            return None
+        last = self._last.get(request.model, "")
+        chosen = next((e for e in ready if e.worker_id > last), ready[0])
+        self._last[request.model] = chosen.worker_id
+        return chosen
+
+
+def round_robin_placement(rng: random.Random) -> RoundRobinPlacement:
+    """Hard filters only, no scorers: the rotation decides."""
+    return RoundRobinPlacement(HARD_FILTERS, (), {}, rng)

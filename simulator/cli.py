@@ -1,0 +1,118 @@
+"""``shunter sim``: the trace-driven simulator's commands (registered by ``control.cli``).
+
+Each command writes JSON, Markdown and PNG files under ``--out`` and prints its headline figures;
+``shunter sim all`` runs every experiment of ``docs/simulation.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from simulator import suite
+from simulator.report import to_data
+from simulator.workloads import DEFAULT_TRACES_DIR
+
+sim_app = typer.Typer(help="Trace-driven simulator of GPU pools driving the scheduling core.", no_args_is_help=True)
+console = Console()
+
+Out = Annotated[Path, typer.Option(help="folder for the JSON, Markdown and PNG results")]
+Traces = Annotated[Path, typer.Option(help="folder with the traces (../shared/traces)")]
+Seed = Annotated[int, typer.Option(help="seed of every random draw")]
+Pool = Annotated[str, typer.Option(help="GPU mix, e.g. h100:16 or a10:8,a100-80:2")]
+DEFAULT_OUT = Path("var/sim")
+
+
+@contextmanager
+def _progress(total: int, title: str) -> Iterator[Callable[[str], None]]:
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task(title, total=total)
+        started = [False]
+
+        def on_run(label: str) -> None:
+            if started[0]:
+                progress.advance(task)
+            started[0] = True
+            progress.update(task, description=f"{title}: {label}")
+
+        yield on_run
+        progress.update(task, completed=total, description=f"{title}: done")
+
+
+def _show(name: str, headline: dict[str, Any]) -> None:
+    console.print(f"[bold]{name}[/bold]")
+    console.print_json(json.dumps(to_data(headline), sort_keys=True))
+
+
+@sim_app.command()
+def overload(out: Out = DEFAULT_OUT, pool: Pool = "h100:16", load: float = 1.5, trace: str = "conv",
+             traces_dir: Traces = DEFAULT_TRACES_DIR, seed: Seed = 0) -> None:
+    """Every policy on the whole trace at LOAD x the pool's capacity (proof target 1)."""
+    with _progress(1 + len(suite.ALL_POLICIES), "overload") as on_run:
+        headline = suite.overload(out, pool, load, trace, traces_dir, seed=seed, on_run=on_run)
+    _show("overload", {k: v for k, v in headline.items()})
+
+
+@sim_app.command("sweep")
+def sweep_command(out: Out = DEFAULT_OUT, pool: Pool = "h100:16", loads: str = "0.5,0.75,1,1.25,1.5,2",
+                  window_s: Annotated[float | None, typer.Option(help="first seconds of the trace only")] = None,
+                  traces_dir: Traces = DEFAULT_TRACES_DIR, seed: Seed = 0) -> None:
+    """Attainment versus load per policy, and each policy's DistServe goodput."""
+    values = [float(x) for x in loads.split(",")]
+    with _progress(1 + len(values) * len(suite.SWEEP_POLICIES), "sweep") as on_run:
+        headline = suite.load_sweep(out, pool, values, window_s=window_s, traces_dir=traces_dir, seed=seed,
+                                    on_run=on_run)
+    _show("sweep", headline)
+
+
+@sim_app.command()
+def noisy(out: Out = DEFAULT_OUT, pool: Pool = "a100-80:2", window_s: float = 1200.0, burst: float = 10.0,
+          traces_dir: Traces = DEFAULT_TRACES_DIR, seed: Seed = 0) -> None:
+    """One tenant bursts to BURST x its quota: the quiet tenants' p99 TTFT (proof target 2)."""
+    with _progress(3, "noisy tenant") as on_run:
+        headline = suite.noisy(out, pool, window_s, burst, traces_dir, seed=seed, on_run=on_run)
+    _show("noisy", {"pool": headline["pool"], "ratio": headline["ratio"]})
+
+
+@sim_app.command()
+def plan(out: Out = DEFAULT_OUT, window_s: float = 600.0, scale: float = 4.0, trace: str = "conv",
+         policy: str = "shunter", max_evaluations: int = 40, traces_dir: Traces = DEFAULT_TRACES_DIR,
+         seed: Seed = 0) -> None:
+    """Cheapest A10 / A100 / H100 / H200 mix that meets the SLO targets (proof target 3)."""
+    with _progress(max_evaluations, "pool planning") as on_run:
+        headline = suite.plan(out, window_s, scale, trace, policy, max_evaluations, traces_dir, seed, on_run)
+    _show("plan", {k: headline[k] for k in ("offered_rps", "best_single", "best_mix", "savings")})
+
+
+@sim_app.command()
+def fidelity(out: Out = DEFAULT_OUT) -> None:
+    """The LLM worker model against the published points it was calibrated on (proof target 4)."""
+    _show("fidelity", suite.fidelity(out))
+
+
+@sim_app.command()
+def speed(out: Out = DEFAULT_OUT, pool: Pool = "h100:16", policy: str = "shunter",
+          traces_dir: Traces = DEFAULT_TRACES_DIR) -> None:
+    """CPU time to simulate one hour of the conversation trace (proof target 5)."""
+    with _progress(1, "speed") as on_run:
+        headline = suite.speed(out, pool, policy, traces_dir, on_run)
+    _show("speed", headline)
+
+
+@sim_app.command("all")
+def all_command(out: Out = DEFAULT_OUT, traces_dir: Traces = DEFAULT_TRACES_DIR, seed: Seed = 0) -> None:
+    """Every experiment with its default arguments (several minutes on one core)."""
+    fidelity(out)
+    speed(out, traces_dir=traces_dir)
+    overload(out, traces_dir=traces_dir, seed=seed)
+    noisy(out, traces_dir=traces_dir, seed=seed)
+    plan(out, traces_dir=traces_dir, seed=seed)
+    sweep_command(out, traces_dir=traces_dir, seed=seed)

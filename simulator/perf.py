@@ -1,0 +1,132 @@
+"""Execution-time model: how long one engine iteration, one non-LLM batch, one cold start take.
+
+An LLM iteration processes ``tokens`` new tokens (prefill chunks plus one per decoding sequence)
+over ``kv_tokens`` cached tokens. Its linear layers are compute-bound for many tokens
+(2 x params FLOPs per token at ``COMPUTE_EFFICIENCY`` of peak) and bandwidth-bound for few (weights
+plus the KV cache read at ``BANDWIDTH_EFFICIENCY`` of peak); the two are blended as
+``sqrt(compute² + memory²)``, which reproduces the knee of Vidur's measured profiles (calibration
+§2.4) better than ``max``. Prefill attention adds its quadratic FLOPs; every iteration adds
+``STEP_OVERHEAD_S``. Nothing here branches on a GPU's name: the GPU and model are data.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from scheduling.capacity import CapacityProfile
+from simulator.hardware import (
+    BANDWIDTH_EFFICIENCY,
+    BOOT_S,
+    COMPUTE_EFFICIENCY,
+    GIB,
+    GPU_MEMORY_UTILISATION,
+    KV_BLOCK_TOKENS,
+    STEP_OVERHEAD_S,
+    WEIGHT_LOAD_BYTES_PER_S,
+    GpuSpec,
+    ModelSpec,
+)
+
+MAX_SEQUENCES = 256  # vLLM's default max_num_seqs
+STEP_TOKEN_BUDGET = 2048  # tokens per iteration (Sarathi-style chunked prefill budget; vLLM's default)
+ATTENTION_LAYERS_HIDDEN = 32 * 4096  # layers x hidden of the 7B/8B models (both 32 x 4,096)
+
+
+@dataclass(frozen=True)
+class LlmPerf:
+    """The timing model of one (GPU, model) pair."""
+
+    gpu: GpuSpec
+    model: ModelSpec
+    step_overhead_s: float = STEP_OVERHEAD_S
+
+    @property
+    def kv_pool_tokens(self) -> int:
+        """KV tokens that fit: GPU memory x utilisation minus weights, in whole blocks (0 if none)."""
+        free = self.gpu.memory_gib * GIB * GPU_MEMORY_UTILISATION - self.model.weight_bytes
+        blocks = int(max(0.0, free) // (self.model.kv_bytes_per_token * KV_BLOCK_TOKENS))
+        return blocks * KV_BLOCK_TOKENS
+
+    def linear_s(self, tokens: int, kv_tokens: int = 0) -> float:
+        """Linear layers of the blocks (plus the KV read) of one iteration of ``tokens`` new tokens."""
+        compute = 2.0 * self.model.block_params * tokens / (self.gpu.fp16_tflops * 1e12 * COMPUTE_EFFICIENCY)
+        bytes_read = 2.0 * self.model.block_params + self.model.kv_bytes_per_token * kv_tokens
+        memory = bytes_read / (self.gpu.bandwidth_gb_s * 1e9 * BANDWIDTH_EFFICIENCY)
+        return math.hypot(compute, memory)
+
+    def step_s(self, prefill_tokens: int, decode_seqs: int, kv_tokens: int, prefill_context: int = 0) -> float:
+        """One iteration: ``prefill_tokens`` of prompt (whose attention spans ``prefill_context``
+        tokens each on average), ``decode_seqs`` decoding sequences, ``kv_tokens`` cached tokens."""
+        attention = 4.0 * ATTENTION_LAYERS_HIDDEN * prefill_tokens * max(prefill_context, prefill_tokens) / 2
+        attention_s = attention / (self.gpu.fp16_tflops * 1e12 * COMPUTE_EFFICIENCY)
+        head_bytes = self.model.params - self.model.block_params  # the LM head, half the rest, FP16
+        head_s = head_bytes / (self.gpu.bandwidth_gb_s * 1e9 * BANDWIDTH_EFFICIENCY)
+        linear_s = self.linear_s(prefill_tokens + decode_seqs, kv_tokens)
+        return linear_s + attention_s + head_s + self.step_overhead_s
+
+    def prefill_s(self, prompt_tokens: int) -> float:
+        """Batch-1 time to first token for a prompt (chunked at the step budget)."""
+        total, done = 0.0, 0
+        while done < prompt_tokens:
+            chunk = min(STEP_TOKEN_BUDGET, prompt_tokens - done)
+            total += self.step_s(chunk, 0, done, done + chunk)
+            done += chunk
+        return total
+
+    def cold_start_s(self) -> float:
+        """Scale from zero: engine boot plus reading the weights onto the GPU."""
+        return BOOT_S + self.model.weight_bytes / WEIGHT_LOAD_BYTES_PER_S
+
+    def profile(self) -> CapacityProfile:
+        """The capacity profile the scheduler is told (its priors; it learns the real rate online).
+
+        Prefill speed: a full 2,048-token chunk; decode speed: units (prompt + output tokens) per
+        second of a worker decoding its typical batch (prompts ≈ 1k tokens, as in the Azure traces).
+        """
+        kv = self.kv_pool_tokens
+        seqs = max(1, min(MAX_SEQUENCES, kv // 1280))
+        decode_step = self.step_s(0, seqs, seqs * 1152)
+        units_per_s = seqs * 1280 / (256 * decode_step + 1024 * seqs / self.prefill_rate())
+        return CapacityProfile(
+            gpu_type=self.gpu.name, memory_gib=self.gpu.memory_gib, max_batch_tokens=max(1, kv),
+            max_context_tokens=self.model.max_context_tokens, prefill_tokens_per_s=self.prefill_rate(),
+            decode_tokens_per_s=units_per_s, cost_per_hour=self.gpu.cost_per_hour,
+            max_sequences=MAX_SEQUENCES)
+
+    def prefill_rate(self) -> float:
+        return STEP_TOKEN_BUDGET / self.step_s(STEP_TOKEN_BUDGET, 0, 0, STEP_TOKEN_BUDGET)
+
+
+@dataclass(frozen=True)
+class BatchedPerf:
+    """A non-LLM model on one GPU: a batch of ``b`` rows takes ``latency_1_s + b / peak_rows_per_s``.
+
+    ``peak_rows_per_s`` is the MLPerf offline throughput (calibration §3); ``latency_1_s`` the
+    batch-1 latency (ResNet-50 TensorRT INT8 on A100: 0.46 ms, §3), scaled by peak throughput for
+    other GPUs (assumption).
+    """
+
+    gpu: GpuSpec
+    peak_rows_per_s: float
+    latency_1_s: float
+
+    def batch_s(self, rows: int) -> float:
+        return self.latency_1_s + rows / self.peak_rows_per_s
+
+
+def resnet50_perf(gpu: GpuSpec) -> BatchedPerf:
+    a100_rate = 42_379.3  # MLPerf v3.0 A100 offline (calibration §3)
+    return BatchedPerf(gpu, gpu.resnet50_per_s, 0.00046 * a100_rate / gpu.resnet50_per_s)
+
+
+# Stable Diffusion: the Alibaba trace's median is 0.767 s per denoising step and image (its
+# exec_time_seconds over num_inference_steps x num_images_per_prompt; derived, GPU type not stated).
+# Assumption: that GPU is A100-class (312 TFLOPS); other types scale with dense FP16 TFLOPS.
+SD_SECONDS_PER_STEP_A100 = 0.767
+
+
+def diffusion_perf(gpu: GpuSpec) -> BatchedPerf:
+    """One request at a time (rows = steps x images): ``batch_s(steps)`` is its execution time."""
+    steps_per_s = gpu.fp16_tflops / 312.0 / SD_SECONDS_PER_STEP_A100
+    return BatchedPerf(gpu, steps_per_s, 0.0)

@@ -1,0 +1,132 @@
+"""Pool planning: the cheapest mix of GPU types that meets the SLO targets on a workload, with a
+given policy in the loop (the Melange question, answered by simulation).
+
+Search: for each GPU type alone, the fewest GPUs that meet the targets (counting up); then every
+mix of up to ``max_types`` types that costs less than the cheapest single-type pool found, cheapest
+first, skipping any mix that has no more of every type than a mix that already failed (it cannot
+do better), until one meets the targets or ``max_evaluations`` runs were spent.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from simulator.metrics import RunSummary
+from simulator.pools import mix_cost_per_hour, mix_label
+from simulator.records import SimRequest
+from simulator.runner import RunSpec, simulate
+
+PLANNING_TYPES = ("a10", "a100-80", "h100", "h200")
+
+
+@dataclass(frozen=True)
+class Targets:
+    premium_attainment: float = 0.99
+    overall_attainment: float = 0.95
+
+    def met(self, summary: RunSummary) -> bool:
+        premium = summary.by_tier.get("premium")
+        return (summary.overall.attainment >= self.overall_attainment
+                and (premium is None or premium.attainment >= self.premium_attainment))
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    mix: dict[str, int]
+    cost_per_hour: float
+    attainment: float
+    premium_attainment: float | None
+    met: bool
+
+
+@dataclass
+class Plan:
+    evaluations: list[Evaluation] = field(default_factory=list)
+    best_single: Evaluation | None = None
+    best_mix: Evaluation | None = None
+
+    @property
+    def savings(self) -> float | None:
+        """Share of the cheapest single-type pool's cost that the cheapest mix saves."""
+        if self.best_single is None or self.best_mix is None:
+            return None
+        return 1.0 - self.best_mix.cost_per_hour / self.best_single.cost_per_hour
+
+
+def _dominated(mix: Mapping[str, int], failed: Sequence[Mapping[str, int]]) -> bool:
+    return any(all(mix.get(t, 0) <= f.get(t, 0) for t in set(mix) | set(f)) for f in failed)
+
+
+def plan_pool(arrivals: Sequence[SimRequest], policy: str = "shunter", targets: Targets | None = None,
+              types: Sequence[str] = PLANNING_TYPES, max_per_type: int = 32, max_types: int = 2,
+              max_evaluations: int = 60, seed: int = 0,
+              progress: Callable[[Evaluation], None] | None = None) -> Plan:
+    targets = targets or Targets()
+    plan = Plan()
+    failed: list[dict[str, int]] = []
+
+    def evaluate(mix: dict[str, int]) -> Evaluation:
+        _, summary = simulate(RunSpec(policy, mix, seed), arrivals)
+        premium = summary.by_tier.get("premium")
+        result = Evaluation(dict(mix), mix_cost_per_hour(mix), summary.overall.attainment,
+                            premium.attainment if premium else None, targets.met(summary))
+        plan.evaluations.append(result)
+        if not result.met:
+            failed.append(dict(mix))
+        if progress is not None:
+            progress(result)
+        return result
+
+    for gpu in types:
+        ceiling = plan.best_single.cost_per_hour if plan.best_single else float("inf")
+        passed = _fewest(gpu, evaluate, max_per_type, ceiling, lambda: len(plan.evaluations) < max_evaluations)
+        if passed is not None and (plan.best_single is None or passed.cost_per_hour < plan.best_single.cost_per_hour):
+            plan.best_single = passed
+    ceiling = plan.best_single.cost_per_hour if plan.best_single else float("inf")
+    for mix in _candidate_mixes(types, max_per_type, max_types, ceiling):
+        if len(plan.evaluations) >= max_evaluations:
+            break
+        if _dominated(mix, failed):
+            continue
+        result = evaluate(mix)
+        if result.met:
+            plan.best_mix = result
+            break
+    return plan
+
+
+def _fewest(gpu: str, evaluate: Callable[[dict[str, int]], Evaluation], max_count: int, ceiling: float,
+            budget_left: Callable[[], bool]) -> Evaluation | None:
+    """The fewest GPUs of one type, costing less than ``ceiling``, that meet the targets: count up
+    (by a quarter once past 4), then bisect between the last failing and the first passing count."""
+    failed, count = 0, 1
+    passed: Evaluation | None = None
+    while count <= max_count and mix_cost_per_hour({gpu: count}) < ceiling and budget_left():
+        result = evaluate({gpu: count})
+        if result.met:
+            passed = result
+            break
+        failed, count = count, count + 1 if count < 4 else count + max(1, count // 4)
+    while passed is not None and passed.mix[gpu] - failed > 1 and budget_left():
+        middle = (failed + passed.mix[gpu]) // 2
+        result = evaluate({gpu: middle})
+        if result.met:
+            passed = result
+        else:
+            failed = middle
+    return passed
+
+
+def _candidate_mixes(types: Sequence[str], max_per_type: int, max_types: int,
+                     ceiling: float) -> list[dict[str, int]]:
+    """Mixes of 2..``max_types`` types (each at least 1 GPU) cheaper than ``ceiling``, cheapest first."""
+    mixes: list[dict[str, int]] = []
+    for size in range(2, max_types + 1):
+        for combo in itertools.combinations(types, size):
+            for counts in itertools.product(range(1, max_per_type + 1), repeat=size):
+                mix = dict(zip(combo, counts, strict=True))
+                if mix_cost_per_hour(mix) < ceiling:
+                    mixes.append(mix)
+    return sorted(mixes, key=lambda m: (mix_cost_per_hour(m), mix_label(m)))
