@@ -52,7 +52,9 @@ async def closed_loop(chat: GatewayChat, streams: int, warmup_s: float, duration
     errors: list[str] = []
 
     async def client() -> None:
-        while True:
+        # A deadline as well as the cancel below: Python 3.11's asyncio.wait_for (used for the idle
+        # timeout) can swallow a cancellation that races with an arriving chunk.
+        while time.perf_counter() < stop_at:
             try:
                 timing = await chat.stream()
             except asyncio.CancelledError:
@@ -63,11 +65,14 @@ async def closed_loop(chat: GatewayChat, streams: int, warmup_s: float, duration
             ended.append((time.perf_counter(), timing))
 
     started = time.perf_counter()
+    stop_at = started + warmup_s + duration_s
     tasks = [asyncio.create_task(client()) for _ in range(streams)]
     await asyncio.sleep(warmup_s + duration_s)
     for task in tasks:
         task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    _, pending = await asyncio.wait(tasks, timeout=120.0)  # a swallowed cancel ends at its stream's end
+    if pending:
+        raise RuntimeError(f"{len(pending)} clients did not stop")
     window = [t for end, t in ended if started + warmup_s <= end <= started + warmup_s + duration_s]
     return {"generations": len(window), "errors": len(errors), "error_samples": errors[:3],
             "aggregate_tokens_per_s": sum(t.completion_tokens for t in window) / duration_s,
