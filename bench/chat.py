@@ -71,13 +71,14 @@ def timing(started: float, chunk_times: list[float], completion_tokens: int) -> 
 class GatewayChat:
     """``POST /v1/chat/completions`` with ``stream: true``, read as SSE."""
 
-    def __init__(self, http: httpx.AsyncClient, idle_timeout_s: float = IDLE_TIMEOUT_S) -> None:
+    def __init__(self, http: httpx.AsyncClient, idle_timeout_s: float = IDLE_TIMEOUT_S,
+                 user: str = CHAT_USER, max_tokens: int = CHAT_MAX_TOKENS) -> None:
         self.http = http
         self.idle_timeout_s = idle_timeout_s
         self.body = orjson.dumps({
             "model": "chat", "stream": True, "stream_options": {"include_usage": True},
-            "max_tokens": CHAT_MAX_TOKENS, "temperature": 0,
-            "messages": [{"role": "system", "content": CHAT_SYSTEM}, {"role": "user", "content": CHAT_USER}],
+            "max_tokens": max_tokens, "temperature": 0,
+            "messages": [{"role": "system", "content": CHAT_SYSTEM}, {"role": "user", "content": user}],
         })
 
     async def stream(self) -> StreamTiming:

@@ -13,6 +13,7 @@ total / block size, running and waiting sequences, preemptions, prefill and deco
 import contextlib
 import json
 import random
+import time
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -28,6 +29,7 @@ from python_backends.triton_adapter import invalid_arg_response, model_parameter
 INPUTS = ("prompt", "max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "priority")
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 WARMUP_TIMEOUT_S = 120
+CANCEL_CHECK_INTERVAL_S = 0.05  # is_cancelled() is a round trip to the server: ask at most this often
 GAUGES = {
     "shunter_llm_kv_blocks_used": ("KV cache blocks in use", "kv_blocks_used"),
     "shunter_llm_kv_blocks_total": ("KV cache blocks in the pool", "kv_blocks_total"),
@@ -58,9 +60,15 @@ class _TritonSink:
         self.model = model
         self.request = request
         self.sender = request.get_response_sender()
+        self.cancelled = False
+        self.checked_at = 0.0
 
     def is_cancelled(self):
-        return self.request.is_cancelled()
+        now = time.monotonic()
+        if not self.cancelled and now - self.checked_at >= CANCEL_CHECK_INTERVAL_S:
+            self.checked_at = now
+            self.cancelled = self.request.is_cancelled()
+        return self.cancelled
 
     def send(self, delta):
         if delta.finish_reason is None:

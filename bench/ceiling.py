@@ -1,0 +1,64 @@
+"""The chat engine's own ceiling: the served model decoding N sequences in one batch, no Triton.
+
+``python -m bench.ceiling --streams 1,4,8,16 [--max-tokens 64]`` loads the engine exactly as the
+``chat`` model does (settings from ``config/models.yaml``), warms it up, then for each N submits
+N copies of the benchmark prompt at once (greedy) and steps the engine until all finish. It prints
+one JSON line: ``[{"streams": N, "completion_tokens": ..., "wall_s": ..., "tokens_per_s": ...}]``.
+It runs in its own process so that its llama.cpp threads are gone before the served runs resume.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from bench.workload import CHAT_MAX_TOKENS, CHAT_PROMPT
+from control.paths import StackPaths
+from control.repository import render_config
+from control.stack import load_config
+from python_backends.chat.engine import BatchEngine, ListSink
+from python_backends.chat.engine_config import EngineConfig
+from python_backends.chat.params import GenerationParams
+
+app = typer.Typer(add_completion=False)
+
+
+def _engine_config() -> EngineConfig:
+    """The chat model's engine settings, read back from its rendered config.pbtxt."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    chat = next(m for m in load_config(StackPaths()).models if m.name == "chat")
+    parsed = text_format.Parse(render_config(chat, "cpu"), model_config_pb2.ModelConfig())
+    return EngineConfig.from_parameters({k: v.string_value for k, v in parsed.parameters.items()})
+
+
+def measure(engine: BatchEngine, streams: int, max_tokens: int) -> dict[str, float]:
+    """Submit ``streams`` generations at once and run them all to the end."""
+    params = GenerationParams(max_tokens=max_tokens, temperature=0.0)
+    sinks = [ListSink() for _ in range(streams)]
+    started = time.perf_counter()
+    for sink in sinks:
+        engine.submit(CHAT_PROMPT, params, sink)
+    while engine.step():
+        pass
+    wall = time.perf_counter() - started
+    tokens = sum(s.deltas[-1].completion_tokens for s in sinks)
+    return {"streams": streams, "completion_tokens": tokens, "wall_s": wall, "tokens_per_s": tokens / wall}
+
+
+@app.command()
+def main(streams: Annotated[str, typer.Option(help="Comma-separated batch sizes.")] = "1,4,8,16",
+         max_tokens: Annotated[int, typer.Option(help="Tokens per generation.")] = CHAT_MAX_TOKENS) -> None:
+    engine = BatchEngine.load(Path(StackPaths().artifacts) / "chat" / "model.gguf", _engine_config())
+    engine.generate(CHAT_PROMPT, GenerationParams(max_tokens=8, temperature=0.0))
+    results = [measure(engine, int(n), max_tokens) for n in streams.split(",") if n.strip()]
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,201 @@
+"""CLI: continuous batching of ``chat`` through the gateway against the engine's own ceiling.
+
+``python -m bench.continuous [--repeats 3] [--duration-s 8] [--streams 1,4,8,16] --out FILE``
+
+Starts a private stack (bench ports, temporary state and repository; the built artifacts are
+linked), then per repeat: for each stream count N, N closed-loop clients stream the benchmark
+chat request (greedy, ``max_tokens`` 64) through the gateway; after ``warmup_s`` the generations
+that end within the next ``duration_s`` are counted (aggregate = their completion tokens /
+``duration_s``; TTFT and ITL percentiles over them), then the clients are cancelled; then the
+engine ceiling (``bench.ceiling``: the same engine, same prompt, N sequences in one batch, no
+Triton, in a subprocess). Afterwards: the TTFT of a short request on an idle stack, and while 8
+long generations stream. Writes raw runs and medians to ``--out`` (JSON) and prints Markdown rows.
+Run it under ``flock /tmp/shunter-integration.lock`` on a shared host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from bench.chat import GatewayChat, StreamTiming, run_streams
+from bench.clients import gateway_http
+from bench.report import machine_facts
+from bench.run import command_line, log
+from bench.stack import BENCH_RESULTS, StackOptions, bench_stack
+from control.paths import StackPaths
+
+app = typer.Typer(add_completion=False)
+LONG_USER = "Write a very long, detailed story about a lighthouse keeper and a storm."
+SHORT_USER = "What is 2+2?"
+
+
+def _pct(values: list[float], q: float) -> float:
+    clean = sorted(v for v in values if v == v)
+    if not clean:
+        return float("nan")
+    return clean[min(len(clean) - 1, round(q * (len(clean) - 1)))]
+
+
+async def closed_loop(chat: GatewayChat, streams: int, warmup_s: float, duration_s: float) -> dict[str, Any]:
+    """``streams`` clients stream back to back; see the module docstring for what is counted."""
+    ended: list[tuple[float, StreamTiming]] = []
+    errors: list[str] = []
+
+    async def client() -> None:
+        # A deadline as well as the cancel below: Python 3.11's asyncio.wait_for (used for the idle
+        # timeout) can swallow a cancellation that races with an arriving chunk.
+        while time.perf_counter() < stop_at:
+            try:
+                timing = await chat.stream()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # counted; the client goes on
+                errors.append(f"{type(exc).__name__}: {exc}"[:200])
+                continue
+            ended.append((time.perf_counter(), timing))
+
+    started = time.perf_counter()
+    stop_at = started + warmup_s + duration_s
+    tasks = [asyncio.create_task(client()) for _ in range(streams)]
+    await asyncio.sleep(warmup_s + duration_s)
+    for task in tasks:
+        task.cancel()
+    _, pending = await asyncio.wait(tasks, timeout=120.0)  # a swallowed cancel ends at its stream's end
+    if pending:
+        raise RuntimeError(f"{len(pending)} clients did not stop")
+    window = [t for end, t in ended if started + warmup_s <= end <= started + warmup_s + duration_s]
+    return {"generations": len(window), "errors": len(errors), "error_samples": errors[:3],
+            "aggregate_tokens_per_s": sum(t.completion_tokens for t in window) / duration_s,
+            "completion_tokens_p50": statistics.median([t.completion_tokens for t in window]) if window else 0,
+            "ttft_ms": [t.ttft_ms for t in window], "itl_ms": [t.itl_ms for t in window]}
+
+
+def _ceiling(streams: list[int]) -> list[dict[str, float]]:
+    """The engine ceiling for every stream count, in a fresh process (bounded: 10 minutes)."""
+    done = subprocess.run([sys.executable, "-m", "bench.ceiling", "--streams", ",".join(map(str, streams))],
+                          capture_output=True, text=True, timeout=600, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+async def _ttft(chat: GatewayChat, times: int) -> list[float]:
+    return [(await chat.stream()).ttft_ms for _ in range(times)]
+
+
+async def _ttft_under_load(url: str, key: str, long_streams: int, times: int) -> list[float]:
+    """TTFT of the short request while ``long_streams`` long generations are streaming."""
+    http = gateway_http(url, key, max_connections=long_streams + 4, timeout_s=300.0)
+    try:
+        long_chat = GatewayChat(http, idle_timeout_s=60.0, user=LONG_USER, max_tokens=400)
+        short_chat = GatewayChat(http, idle_timeout_s=60.0, user=SHORT_USER, max_tokens=8)
+        longs = [asyncio.create_task(long_chat.stream()) for _ in range(long_streams)]
+        await asyncio.sleep(2.0)  # all admitted and decoding
+        samples = []
+        for _ in range(times):
+            if any(task.done() for task in longs):
+                break
+            samples.append((await short_chat.stream()).ttft_ms)
+            await asyncio.sleep(0.2)
+        results: list[StreamTiming | BaseException] = await asyncio.gather(*longs, return_exceptions=True)
+        if any(isinstance(r, BaseException) for r in results):
+            raise RuntimeError(f"a long generation failed: {results}")
+        return samples
+    finally:
+        await http.aclose()
+
+
+async def _measure(url: str, key: str, streams: list[int], repeats: int, timing: tuple[float, float],
+                   result: dict[str, Any]) -> None:
+    http = gateway_http(url, key, max_connections=max(streams) + 4, timeout_s=300.0)
+    try:
+        chat = GatewayChat(http, idle_timeout_s=60.0)
+        await run_streams(chat.stream, 1, 0.0)  # warm-up
+        for repeat in range(repeats):
+            for count in streams:
+                served = await closed_loop(chat, count, *timing)
+                result["served"].append({"repeat": repeat, "streams": count, **served})
+                log(f"served x{count} #{repeat + 1}: {served['aggregate_tokens_per_s']:.1f} tok/s, "
+                    f"{served['generations']} generations, {served['errors']} errors")
+            for row in _ceiling(streams):
+                result["ceiling"].append({"repeat": repeat, **row})
+                log(f"ceiling x{row['streams']} #{repeat + 1}: {row['tokens_per_s']:.1f} tok/s")
+        short = GatewayChat(http, idle_timeout_s=60.0, user=SHORT_USER, max_tokens=8)
+        result["ttft_idle_ms"] = await _ttft(short, 7)
+    finally:
+        await http.aclose()
+    result["ttft_under_8_long_ms"] = await _ttft_under_load(url, key, 8, 7)
+
+
+def summarize(result: dict[str, Any], streams: list[int]) -> list[dict[str, Any]]:
+    """One row per stream count: medians over repeats, percentiles over every generation."""
+    rows = []
+    for count in streams:
+        served = [r for r in result["served"] if r["streams"] == count]
+        ceiling = [r["tokens_per_s"] for r in result["ceiling"] if r["streams"] == count]
+        ttft = [v for r in served for v in r["ttft_ms"]]
+        itl = [v for r in served for v in r["itl_ms"]]
+        aggregate = statistics.median(r["aggregate_tokens_per_s"] for r in served)
+        rows.append({"streams": count, "served_tokens_per_s": aggregate,
+                     "ceiling_tokens_per_s": statistics.median(ceiling), "errors": sum(r["errors"] for r in served),
+                     "ttft_p50_ms": _pct(ttft, 0.5), "ttft_p99_ms": _pct(ttft, 0.99),
+                     "itl_p50_ms": _pct(itl, 0.5), "itl_p99_ms": _pct(itl, 0.99), "generations": len(ttft)})
+    single = rows[0]["served_tokens_per_s"] if rows and rows[0]["streams"] == 1 else float("nan")
+    for row in rows:
+        row["served_over_ceiling"] = row["served_tokens_per_s"] / row["ceiling_tokens_per_s"]
+        row["served_over_single"] = row["served_tokens_per_s"] / single
+    return rows
+
+
+def markdown(rows: list[dict[str, Any]], result: dict[str, Any]) -> str:
+    lines = ["| streams | served tok/s | engine ceiling tok/s | served / ceiling | served / 1 stream "
+             "| TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms | generations |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['streams']} | {r['served_tokens_per_s']:.1f} | {r['ceiling_tokens_per_s']:.1f} "
+                     f"| {r['served_over_ceiling']:.2f} | {r['served_over_single']:.2f} | {r['ttft_p50_ms']:.1f} "
+                     f"| {r['ttft_p99_ms']:.1f} | {r['itl_p50_ms']:.1f} | {r['itl_p99_ms']:.1f} | {r['generations']} |")
+    idle, busy = statistics.median(result["ttft_idle_ms"]), statistics.median(result["ttft_under_8_long_ms"])
+    lines += ["", f"Short request TTFT: idle {idle:.1f} ms (median of {len(result['ttft_idle_ms'])}), while 8 long "
+              f"generations stream {busy:.1f} ms (median of {len(result['ttft_under_8_long_ms'])}): "
+              f"**{busy / idle:.2f}x**"]
+    return "\n".join(lines) + "\n"
+
+
+@app.command()
+def main(out: Annotated[Path, typer.Option(help="JSON report.")] = BENCH_RESULTS / "continuous.json",
+         repeats: Annotated[int, typer.Option(min=1)] = 3,
+         warmup_s: Annotated[float, typer.Option(min=0.0, help="Seconds before counting.")] = 4.0,
+         duration_s: Annotated[float, typer.Option(min=1.0, help="Seconds counted per run.")] = 12.0,
+         streams: Annotated[str, typer.Option(help="Concurrent stream counts.")] = "1,4,8,16",
+         api_key: Annotated[str, typer.Option()] = "demo-premium-key") -> None:
+    """See the module docstring."""
+    counts = [int(s) for s in streams.split(",") if s.strip()]
+    result: dict[str, Any] = {"command": command_line(), "machine": machine_facts(), "served": [], "ceiling": [],
+                              "settings": {"repeats": repeats, "warmup_s": warmup_s, "duration_s": duration_s,
+                                           "streams": counts}}
+    started = time.time()
+    with tempfile.TemporaryDirectory(prefix="shunter-bench-") as tmp:
+        state = Path(tmp) / "state"
+        state.mkdir()
+        (state / "artifacts").symlink_to(StackPaths().artifacts.resolve())
+        options = StackOptions(config_dir=Path(tmp) / "config", repository=Path(tmp) / "repository", state_dir=state)
+        with bench_stack(options, log=lambda m: log(str(m))) as endpoints:
+            asyncio.run(_measure(endpoints.gateway_url, api_key, counts, repeats, (warmup_s, duration_s), result))
+    result["elapsed_s"] = round(time.time() - started, 1)
+    result["summary"] = summarize(result, counts)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(markdown(result["summary"], result))
+
+
+if __name__ == "__main__":
+    app()
