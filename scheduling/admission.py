@@ -2,9 +2,10 @@
 values behind it.
 
 Checks, in order: the tenant's max concurrent requests, its requests-per-second and
-tokens-per-minute buckets (both taken together or neither), the predicted wait against the
-request's deadline (``predicted_slo_miss``), and overload shedding in tier order: each tier has a
-largest predicted wait it accepts (batch the smallest, premium none), and since a lower tier's
+tokens-per-minute buckets (both taken together or neither), the predicted queue wait against the
+request's deadline and its time-to-first-token objective (``predicted_slo_miss``: a request that
+would start too late to meet its SLO is refused now rather than failed later), and overload
+shedding in tier order: each tier has a largest predicted wait it accepts (batch the smallest, premium none), and since a lower tier's
 wait includes every higher band's backlog, batch is shed first, then standard, then premium.
 ``Retry-After`` is computed from the bucket deficit or the predicted wait.
 """
@@ -112,9 +113,10 @@ class AdmissionControl:
         signals = {"predicted_wait_s": wait_s, "tokens_ahead": estimate.tokens_ahead,
                    "service_tokens_per_s": estimate.service_tokens_per_s}
         retry_s = wait_s if wait_s != float("inf") else None
-        if now + wait_s > request.deadline_s:
+        slo_s = request.ttft_slo_s if request.ttft_slo_s is not None else float("inf")
+        if now + wait_s > request.deadline_s or wait_s > slo_s:
             return Rejected(request.request_id, RejectReason.PREDICTED_SLO_MISS, retry_s,
-                            {**signals, "deadline_in_s": request.deadline_s - now})
+                            {**signals, "deadline_in_s": request.deadline_s - now, "ttft_slo_s": slo_s})
         limit = self.config.shed_wait_s.get(request.tier)
         if limit is not None and wait_s > limit:
             return Rejected(request.request_id, RejectReason.TIER_SHED, retry_s,

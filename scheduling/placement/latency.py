@@ -1,10 +1,11 @@
-"""Predicted time to first output of a request on an endpoint, from its observed speed.
+"""Predicted time to first output of a request on an endpoint.
 
-The work ahead of the request on that worker is what is already in flight for the model (its
-tokens, or its rows times the cost factor) plus the request's own prompt; dividing by the
-worker's observed tokens/s gives the estimate the latency scorer and the SLO filter use. For an LLM the prompt is
-prefilled at the profile's prefill speed scaled by how the worker's observed speed compares with
-the profile's decode speed (a worker measured at half its prior prefills at half speed too).
+LLM (continuous batching): the request's prompt is prefilled in steps that also decode one token
+for each sequence already running, so the work before its first token is its prompt plus one
+token per running sequence, at the profile's prefill speed scaled down by how the worker's
+observed speed compares with its profile (never up: a busy worker's aggregate speed rises with
+its batch, which must not make it look faster to the next request). Batched models: the rows in
+flight plus the request's, at the worker's observed speed.
 """
 
 from __future__ import annotations
@@ -16,10 +17,9 @@ from scheduling.requests import Request, RequestKind
 def predicted_latency_s(request: Request, endpoint: Endpoint) -> float:
     load = endpoint.load.model(request.model)
     if request.kind is RequestKind.LLM:
-        ahead = load.tokens / max(1, load.requests) if load.requests else 0.0
-        work = ahead + request.prefill_tokens + 1
         profile = endpoint.view.profile
-        speed = profile.prefill_tokens_per_s * endpoint.tokens_per_s / profile.decode_tokens_per_s
+        work = request.prefill_tokens + load.requests + 1.0
+        speed = profile.prefill_tokens_per_s * min(1.0, endpoint.tokens_per_s / profile.decode_tokens_per_s)
     else:
         work = (load.rows + request.rows) * request.cost_factor
         speed = endpoint.tokens_per_s

@@ -55,3 +55,12 @@ def test_quotas_are_not_enforced_when_disabled() -> None:
     control = AdmissionControl(AdmissionConfig(shed_wait_s={}, enforce_quotas=False))
     who = tenant(max_concurrent=1, requests_per_second=1)
     assert all(control.check(request(who), IDLE, now=0) is None for _ in range(20))
+
+
+def test_a_request_that_would_start_after_its_ttft_objective_is_refused() -> None:
+    control = AdmissionControl(AdmissionConfig())
+    busy = WaitEstimate(tokens_ahead=300, service_tokens_per_s=100)  # 3 s
+    rejected = control.check(request(tenant(tier=Tier.PREMIUM), slo_s=2.0, deadline_in_s=30), busy, now=0)
+    assert rejected is not None and rejected.reason is RejectReason.PREDICTED_SLO_MISS
+    assert rejected.signals["ttft_slo_s"] == 2.0
+    assert control.check(request(tenant(tier=Tier.PREMIUM), slo_s=4.0, deadline_in_s=30), busy, now=0) is None

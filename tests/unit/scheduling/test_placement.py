@@ -62,3 +62,16 @@ def test_placement_never_violates_residency(workers: list[tuple[str, object]], r
         chosen = placement.place(request(who, prefill=prefill), _endpoints(*views))
         if chosen is not None and residency:
             assert chosen.view.region in residency
+
+
+def test_identical_workers_share_the_load() -> None:
+    placement = fair_placement(random.Random(0))
+    endpoints = _endpoints(view("a", BIG), view("b", BIG))
+    chosen = []
+    for _ in range(8):
+        r = request(tenant(tier=Tier.PREMIUM), prefill=100, output=50, slo_s=2.0)
+        pick = placement.place(r, endpoints)
+        assert pick is not None
+        pick.load.add(r, now=0)
+        chosen.append(pick.worker_id)
+    assert chosen.count("a") == chosen.count("b") == 4, chosen
