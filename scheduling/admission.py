@@ -6,7 +6,8 @@ tokens-per-minute buckets (both taken together or neither), the predicted queue 
 request's deadline and its time-to-first-token objective (``predicted_slo_miss``: a request that
 would start too late to meet its SLO is refused now rather than failed later), and overload
 shedding in tier order: each tier has a largest predicted wait it accepts (batch the smallest,
-premium none), and since a lower tier's wait includes every higher band's backlog, batch is shed first, then standard, then premium.
+premium none), and since a lower tier's wait includes every higher band's backlog, batch is shed
+first, then standard, then premium.
 ``Retry-After`` is computed from the bucket deficit or the predicted wait.
 """
 
