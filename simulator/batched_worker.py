@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import deque
 
 from simulator.engine import STEP, EventLoop
-from simulator.llm_worker import Sequence, WorkerListener
+from simulator.llm_worker import Sequence, WorkerListener, drop_expired_head
 from simulator.perf import BatchedPerf
 
 
@@ -38,11 +38,9 @@ class BatchedWorker:
     def _begin(self) -> None:
         rows = 0
         while self.waiting:
-            head = self.waiting[0]
-            if self.lazy_timeouts and head.request.deadline_s < self.loop.now:
-                self.waiting.popleft()
-                self.listener.dropped(head.request.request_id, self.loop.now)
+            if self.lazy_timeouts and drop_expired_head(self.waiting, self.loop.now, self.listener):
                 continue
+            head = self.waiting[0]
             if self.running and rows + head.request.rows > self.max_batch_rows:
                 break
             self.running.append(self.waiting.popleft())

@@ -109,11 +109,9 @@ class LlmWorker:
 
     def _admit(self) -> None:
         while self.waiting:
-            head = self.waiting[0]
-            if self.lazy_timeouts and head.request.deadline_s < self.loop.now:
-                self.waiting.popleft()
-                self.listener.dropped(head.request.request_id, self.loop.now)
+            if self.lazy_timeouts and drop_expired_head(self.waiting, self.loop.now, self.listener):
                 continue
+            head = self.waiting[0]
             if not self._can_admit(head):
                 return
             self.waiting.popleft()
@@ -177,3 +175,12 @@ class LlmWorker:
     @property
     def kv_used_tokens(self) -> int:
         return (self.total_blocks - self.free_blocks) * KV_BLOCK_TOKENS
+
+
+def drop_expired_head(waiting: deque[Sequence], now: float, listener: WorkerListener) -> bool:
+    """Triton's lazy timeout: drop the head of the queue if its deadline passed (only the head is
+    looked at, as Triton does); True when one was dropped."""
+    if waiting[0].request.deadline_s >= now:
+        return False
+    listener.dropped(waiting.popleft().request.request_id, now)
+    return True

@@ -3,14 +3,14 @@ views the scheduler sees, and the per-model limits with the shipped tier shares.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from scheduling.capacity import CapacityProfile
 from scheduling.requests import RequestKind
 from scheduling.workers import ModelLimits, WorkerView
 from simulator.driver import WorkerSpec
-from simulator.hardware import GPUS, MODELS
-from simulator.perf import LlmPerf, diffusion_perf, resnet50_perf
+from simulator.hardware import GPUS, MODELS, GpuSpec
+from simulator.perf import BatchedPerf, LlmPerf, diffusion_perf, resnet50_perf
 from simulator.tenancy import MODEL, TIER_SHARE
 
 DEFAULT_MODEL = "llama-3-8b"
@@ -65,15 +65,21 @@ VISION_MAX_BATCH = 64  # Triton max_batch_size for the image model (assumption)
 
 def build_vision_pool(mix: Mapping[str, int], lazy_timeouts: bool = False) -> list[WorkerSpec]:
     """Workers serving only ResNet-50 (MLPerf-calibrated batched model), ids ``<gpu>-v<nn>``."""
+    return _single_model_pool(mix, VISION_MODEL, resnet50_perf, "v", VISION_MAX_BATCH, lazy_timeouts)
+
+
+def _single_model_pool(mix: Mapping[str, int], model: str, perf_of: Callable[[GpuSpec], BatchedPerf], suffix: str,
+                       max_batch_rows: int, lazy_timeouts: bool) -> list[WorkerSpec]:
+    """Workers of a rows-counted model (``perf_of(gpu)`` gives their speed), ids ``<gpu>-<suffix><nn>``."""
     specs: list[WorkerSpec] = []
     for gpu, count in mix.items():
-        perf = resnet50_perf(GPUS[gpu])
+        perf = perf_of(GPUS[gpu])
         profile = CapacityProfile(gpu, GPUS[gpu].memory_gib, max_batch_tokens=1, max_context_tokens=1,
                                   prefill_tokens_per_s=perf.peak_rows_per_s, decode_tokens_per_s=perf.peak_rows_per_s,
                                   cost_per_hour=GPUS[gpu].cost_per_hour)
         for index in range(count):
-            view = WorkerView(f"{gpu}-v{index:02d}", gpu, "r1", profile, {VISION_MODEL: frozenset({1})})
-            specs.append(WorkerSpec(perf, view, 0.0, lazy_timeouts, VISION_MAX_BATCH))
+            view = WorkerView(f"{gpu}-{suffix}{index:02d}", gpu, "r1", profile, {model: frozenset({1})})
+            specs.append(WorkerSpec(perf, view, 0.0, lazy_timeouts, max_batch_rows))
     return specs
 
 
@@ -87,16 +93,7 @@ DIFFUSION_MODEL = "diffusion"
 
 def build_diffusion_pool(mix: Mapping[str, int], lazy_timeouts: bool = False) -> list[WorkerSpec]:
     """Workers serving a Stable Diffusion model one request at a time, ids ``<gpu>-d<nn>``."""
-    specs: list[WorkerSpec] = []
-    for gpu, count in mix.items():
-        perf = diffusion_perf(GPUS[gpu])
-        profile = CapacityProfile(gpu, GPUS[gpu].memory_gib, max_batch_tokens=1, max_context_tokens=1,
-                                  prefill_tokens_per_s=perf.peak_rows_per_s, decode_tokens_per_s=perf.peak_rows_per_s,
-                                  cost_per_hour=GPUS[gpu].cost_per_hour)
-        for index in range(count):
-            view = WorkerView(f"{gpu}-d{index:02d}", gpu, "r1", profile, {DIFFUSION_MODEL: frozenset({1})})
-            specs.append(WorkerSpec(perf, view, 0.0, lazy_timeouts, max_batch_rows=1))
-    return specs
+    return _single_model_pool(mix, DIFFUSION_MODEL, diffusion_perf, "d", 1, lazy_timeouts)
 
 
 def diffusion_limits() -> dict[str, ModelLimits]:

@@ -7,6 +7,7 @@ temporary model repository; it is stopped (Triton cleanly, clients first) at the
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -65,6 +66,23 @@ def stack(tmp_path_factory: pytest.TempPathFactory, artifacts_dir: Path) -> Iter
         yield RunningStack(f"http://127.0.0.1:{GATEWAY_PORT}", paths, worker_addresses(load_config(paths))[0], local)
     finally:
         local.stop()
+
+
+async def stream_chat(client: httpx.AsyncClient, content: str, max_tokens: int) -> tuple[str, str | None]:
+    """One greedy streamed chat completion: its whole text and its finish reason (asserting that
+    it answered 200 and carried no error event)."""
+    body = {"model": "chat", "messages": [{"role": "user", "content": content}],
+            "max_tokens": max_tokens, "temperature": 0, "stream": True}
+    parts, finish = [], None
+    async with client.stream("POST", "/v1/chat/completions", json=body) as response:
+        assert response.status_code == 200, await response.aread()
+        async for line in response.aiter_lines():
+            if line.startswith("data: {"):
+                chunk = json.loads(line[6:])
+                assert "error" not in chunk, chunk
+                parts.append(chunk["choices"][0]["delta"].get("content", ""))
+                finish = chunk["choices"][0].get("finish_reason") or finish
+    return "".join(parts), finish
 
 
 TWO_POOL_BASE_PORT = 28400

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import time
 
 import httpx
 import pytest
 
-from tests.integration.conftest import KEYS, RunningStack
+from tests.integration.conftest import KEYS, RunningStack, stream_chat
 
 pytestmark = pytest.mark.integration
 REQUESTS = [(f"Write about {topic}.", max_tokens) for topic, max_tokens in zip(
@@ -19,28 +18,13 @@ REQUESTS = [(f"Write about {topic}.", max_tokens) for topic, max_tokens in zip(
     [8, 96, 16, 64, 24, 120, 12, 80, 40, 100, 20, 72, 32, 110, 48, 88], strict=True)]
 
 
-async def _stream(client: httpx.AsyncClient, content: str, max_tokens: int) -> tuple[str, str | None]:
-    body = {"model": "chat", "messages": [{"role": "user", "content": content}],
-            "max_tokens": max_tokens, "temperature": 0, "stream": True}
-    parts, finish = [], None
-    async with client.stream("POST", "/v1/chat/completions", json=body) as response:
-        assert response.status_code == 200
-        async for line in response.aiter_lines():
-            if line.startswith("data: {"):
-                chunk = json.loads(line[6:])
-                assert "error" not in chunk, chunk
-                parts.append(chunk["choices"][0]["delta"].get("content", ""))
-                finish = chunk["choices"][0].get("finish_reason") or finish
-    return "".join(parts), finish
-
-
 async def _run(url: str, concurrently: bool) -> list[tuple[str, str | None]]:
     headers = {"Authorization": f"Bearer {KEYS['standard']}"}
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=300) as client:
         if concurrently:
             return list(await asyncio.wait_for(
-                asyncio.gather(*(_stream(client, c, n) for c, n in REQUESTS)), 300))
-        return [await _stream(client, c, n) for c, n in REQUESTS]
+                asyncio.gather(*(stream_chat(client, c, n) for c, n in REQUESTS)), 300))
+        return [await stream_chat(client, c, n) for c, n in REQUESTS]
 
 
 def _metric(stack: RunningStack, name: str) -> float:

@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from tests.integration.conftest import KEYS, RunningStack
+from tests.integration.conftest import KEYS, RunningStack, stream_chat
 
 pytestmark = pytest.mark.integration
 TOPICS = ["trains", "the sea", "autumn", "coffee", "mountains", "a cat", "the moon", "bread", "rain", "music",
@@ -18,19 +18,7 @@ TOPICS = ["trains", "the sea", "autumn", "coffee", "mountains", "a cat", "the mo
 
 
 async def _stream_text(client: httpx.AsyncClient, topic: str) -> str:
-    body = {"model": "chat", "messages": [{"role": "user", "content": f"Write one sentence about {topic}."}],
-            "max_tokens": 24, "temperature": 0, "stream": True}
-    parts = []
-    async with client.stream("POST", "/v1/chat/completions", json=body) as response:
-        assert response.status_code == 200
-        async for line in response.aiter_lines():
-            if line.startswith("data: {"):
-                import json
-
-                chunk = json.loads(line[6:])
-                assert "error" not in chunk, chunk
-                parts.append(chunk["choices"][0]["delta"].get("content", ""))
-    return "".join(parts)
+    return (await stream_chat(client, f"Write one sentence about {topic}.", 24))[0]
 
 
 async def _run_streams(url: str, topics: list[str], concurrently: bool) -> list[str]:
