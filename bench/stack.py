@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import yaml
 
 from control.paths import PROJECT_ROOT, StackPaths
 from control.stack import Listen, LocalStack, load_config
@@ -55,10 +56,19 @@ class Endpoints:
 
 
 def write_config(source: Path, target: Path, base_port: int) -> None:
-    """Copy ``source``'s models and tenants into ``target``; rewrite pools onto ``base_port``."""
+    """Copy ``source``'s models, tenants and scheduling into ``target`` with every response cache
+    off (the benchmark repeats its inputs) and no tenant quotas (it measures how fast the serving
+    path is, not a tenant's limits); rewrite pools onto ``base_port``."""
     target.mkdir(parents=True, exist_ok=True)
-    for name in ("models.yaml", "tenants.yaml", "scheduling.yaml"):
-        shutil.copyfile(source / name, target / name)
+    shutil.copyfile(source / "scheduling.yaml", target / "scheduling.yaml")
+    tenants = yaml.safe_load((source / "tenants.yaml").read_text())
+    for tenant in tenants["tenants"]:
+        tenant["quotas"] = {}
+    (target / "tenants.yaml").write_text(yaml.safe_dump(tenants, sort_keys=False))
+    models = yaml.safe_load((source / "models.yaml").read_text())
+    for model in models["models"]:
+        model["cache_entries"] = 0
+    (target / "models.yaml").write_text(yaml.safe_dump(models, sort_keys=False))
     index = iter(range(1000))
     text, count = _BASE_PORT.subn(lambda m: f"{m.group(1)}{base_port + 100 * next(index)}",
                                   (source / "pools.yaml").read_text())
