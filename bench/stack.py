@@ -1,8 +1,9 @@
 """The stack the benchmark measures: a private one on its own ports, or one already running.
 
 ``bench_stack(options)`` is a context manager yielding ``Endpoints``. By default it writes a
-config dir (``models.yaml`` and ``tenants.yaml`` copied from the project's ``config/``, and
-``pools.yaml`` identical line for line except that the first pool's ``base_port`` becomes
+config dir (``models.yaml``, ``tenants.yaml`` and ``scheduling.yaml`` from the project's
+``config/``, with response caches off and tenant quotas lifted, and ``pools.yaml`` identical line
+for line except that the first pool's ``base_port`` becomes
 ``options.base_port``, the next pool's ``base_port + 100`` and so on), starts
 ``control.stack.LocalStack`` on the bench ports with the project's ``var/`` as state dir (so the
 built artifacts are reused) and its own model repository, and stops it on exit, whatever
