@@ -1,8 +1,10 @@
 """Who sends the workload: tenants with tiers, weights and quotas, the SLO of each tier, and how
 a workload's requests become ``scheduling.requests.Request`` objects.
 
-The tier SLOs, queue deadlines, tier budget shares and shed waits mirror the shipped
-``config/scheduling.yaml`` (the simulator does not read the gateway's configuration files).
+The tier SLOs (a GPU fleet's: premium 2 s, standard 4 s, batch 20 s to first token), queue
+deadlines, tier budget shares and shed waits are the simulator's own; the shipped
+``config/scheduling.yaml`` has the same shares and deadlines but looser SLOs for the CPU demo
+(the simulator does not read the gateway's configuration files).
 """
 
 from __future__ import annotations
