@@ -192,7 +192,8 @@ class Dispatcher:
             timeout_s = MAX_IDLE_S if deadline is None else min(MAX_IDLE_S, max(0.0, deadline - self.clock()))
             self._driver_wakes_s = self.clock() + timeout_s
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout_s)
+                async with asyncio.timeout(timeout_s):
+                    await self._wake.wait()
 
     def _apply(self, plan: SchedulePlan) -> None:
         for dispatch in plan.dispatches:

@@ -111,7 +111,10 @@ async def stream_generation(
         responses = call.__aiter__()
         while True:
             try:
-                result, error = await asyncio.wait_for(responses.__anext__(), idle_timeout_s)
+                # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation that
+                # races a response arriving, which would leave the stream running after a disconnect.
+                async with asyncio.timeout(idle_timeout_s):
+                    result, error = await responses.__anext__()
             except StopAsyncIteration:
                 raise UpstreamError(f"model {model} closed the stream early") from None
             except TimeoutError:
