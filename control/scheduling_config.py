@@ -14,6 +14,7 @@ from scheduling.admission import AdmissionConfig
 from scheduling.capacity import CapacityProfile
 from scheduling.requests import RequestKind
 from scheduling.scheduler import Policy, SchedulerConfig
+from scheduling.slo import Slo
 from scheduling.tenants import Tier
 from scheduling.workers import ModelLimits
 
@@ -24,7 +25,7 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class Slo(_Strict):
+class _SloEntry(_Strict):
     """Per tier: time to first token (or to the result), time per output token, queue deadline."""
 
     ttft_s: Positive
@@ -49,7 +50,7 @@ class SchedulingFile(_Strict):
     max_queued: Annotated[int, Field(ge=1, le=1_000_000)] = 4096
     rows_per_instance: Annotated[int, Field(ge=1, le=64)] = 2
     tier_budget_share: dict[Tier, Annotated[float, Field(gt=0, le=1)]] = Field(default_factory=dict)
-    slo: dict[Tier, Slo]
+    slo: dict[Tier, _SloEntry]
     shed_wait_s: dict[Tier, Positive | None] = Field(default_factory=dict)
     capacity_profiles: dict[str, _Profile]
 
@@ -96,4 +97,5 @@ def load_scheduling(path: Path, stack: StackConfig, policy: Policy | None = None
     shed = {tier: parsed.shed_wait_s.get(tier) for tier in Tier}
     config = SchedulerConfig(policy=policy or parsed.policy, max_queued=parsed.max_queued,
                              admission=AdmissionConfig(shed_wait_s=shed))
-    return SchedulingSettings(config, dict(parsed.slo), profiles, _limits(stack, parsed))
+    slo = {tier: Slo(**entry.model_dump()) for tier, entry in parsed.slo.items()}
+    return SchedulingSettings(config, slo, profiles, _limits(stack, parsed))

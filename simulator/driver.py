@@ -14,13 +14,14 @@ from typing import Protocol
 
 from scheduling.outcomes import Rejected, SchedulePlan
 from scheduling.requests import Request
+from scheduling.slo import Slo
 from scheduling.workers import WorkerView
 from simulator.batched_worker import BatchedWorker
 from simulator.engine import ARRIVAL, WAKE, Event, EventLoop
 from simulator.llm_worker import LlmWorker, WorkerListener
 from simulator.llm_worker import Sequence as EngineSequence
 from simulator.perf import BatchedPerf, LlmPerf
-from simulator.records import RequestRecord, SimRequest, Slo
+from simulator.records import RequestRecord, SimRequest
 from simulator.tracking import ServiceTracker
 
 

@@ -6,15 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scheduling.requests import Request
+from scheduling.slo import Slo
 from scheduling.tenants import Tier
-
-
-@dataclass(frozen=True)
-class Slo:
-    """Per-tier objectives: time to first token and time per output token, seconds."""
-
-    ttft_s: float
-    tpot_s: float
 
 
 @dataclass(frozen=True)

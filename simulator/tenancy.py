@@ -14,12 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from scheduling.requests import Request, RequestKind
+from scheduling.slo import Slo
 from scheduling.tenants import Quotas, Tenant, Tier
-from simulator.records import SimRequest, Slo
+from simulator.records import SimRequest
 from simulator.workloads import TraceItem
 
-SLOS = {Tier.PREMIUM: Slo(2.0, 0.1), Tier.STANDARD: Slo(4.0, 0.2), Tier.BATCH: Slo(20.0, 1.0)}
-QUEUE_DEADLINE_S = {Tier.PREMIUM: 30.0, Tier.STANDARD: 60.0, Tier.BATCH: 300.0}
+SLOS = {Tier.PREMIUM: Slo(2.0, 0.1, 30.0), Tier.STANDARD: Slo(4.0, 0.2, 60.0), Tier.BATCH: Slo(20.0, 1.0, 300.0)}
+QUEUE_DEADLINE_S = {tier: slo.deadline_s for tier, slo in SLOS.items()}
 TIER_SHARE = {Tier.PREMIUM: 1.0, Tier.STANDARD: 0.75, Tier.BATCH: 0.5}
 SHED_WAIT_S: dict[Tier, float | None] = {Tier.PREMIUM: None, Tier.STANDARD: 15.0, Tier.BATCH: 5.0}
 MAX_TOKENS_STEPS = (64, 128, 256, 512, 1024, 2048, 4096)

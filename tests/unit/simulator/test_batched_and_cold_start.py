@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from scheduling.requests import Request, RequestKind
+from scheduling.slo import Slo
 from scheduling.tenants import Tenant, Tier
 from simulator.driver import Simulation
 from simulator.hardware import GPUS
@@ -23,7 +24,7 @@ from simulator.pools import (
     model_limits,
     vision_limits,
 )
-from simulator.records import SimRequest, Slo
+from simulator.records import SimRequest
 from simulator.workloads import load_diffusion
 from tests.unit.simulator.helpers import arrivals
 
