@@ -31,6 +31,10 @@ class StackPaths:
         return self.config_dir / "scheduling.yaml"
 
     @property
+    def control_file(self) -> Path:
+        return self.config_dir / "control.yaml"
+
+    @property
     def artifacts(self) -> Path:
         return self.state_dir / "artifacts"
 

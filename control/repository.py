@@ -19,6 +19,7 @@ import os
 import shutil
 import struct
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import jinja2
@@ -63,19 +64,20 @@ def _tidy(text: str) -> str:
     return "\n".join(line for line in lines if line) + "\n"
 
 
-def render_config(model: ModelSpec, gpu_type: str) -> str:
+def render_config(model: ModelSpec, gpu_type: str, versions: Sequence[int] | None = None) -> str:
     """The ``config.pbtxt`` text of the model that clients call for ``model`` on ``gpu_type``."""
-    return render_configs(model, gpu_type)[model.name]
+    return render_configs(model, gpu_type, versions)[model.name]
 
 
 def uses_trtllm(model: ModelSpec, gpu_type: str) -> bool:
     return model.kind is WorkloadKind.LLM and gpu_type != "cpu"
 
 
-def render_configs(model: ModelSpec, gpu_type: str) -> dict[str, str]:
-    """Triton model name -> ``config.pbtxt`` text, for every Triton model serving ``model``."""
+def render_configs(model: ModelSpec, gpu_type: str, versions: Sequence[int] | None = None) -> dict[str, str]:
+    """Triton model name -> ``config.pbtxt`` text, for every Triton model serving ``model``, with a
+    version policy listing exactly ``versions`` (default: the configured version)."""
     env = _environment()
-    versions = [model.version]
+    versions = sorted(versions) if versions else [model.version]
     if not uses_trtllm(model, gpu_type):
         template = env.get_template(f"{model.kind.value}.pbtxt.j2")
         return {model.name: _tidy(template.render(model=model, gpu_type=gpu_type, versions=versions))}
@@ -141,52 +143,69 @@ def _place(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
-def _build_trtllm_dirs(model: ModelSpec, gpu_type: str, staging: Path) -> list[str]:
+def _build_trtllm_dirs(model: ModelSpec, gpu_type: str, versions: Sequence[int], staging: Path) -> list[str]:
     """The TensorRT-LLM ensemble's model directories (configs and empty version directories; the
     engine is read from ``trtllm_engine_dir`` on the GPU host). Returns the names, ensemble first."""
     names = []
-    for name, text in render_configs(model, gpu_type).items():
-        (staging / name / str(model.version)).mkdir(parents=True)
+    for name, text in render_configs(model, gpu_type, versions).items():
+        for version in versions:
+            (staging / name / str(version)).mkdir(parents=True)
         (staging / name / "config.pbtxt").write_text(text, encoding="utf-8")
         names.append(name)
     return names
 
 
-def _build_model_dir(model: ModelSpec, artifacts_dir: Path, gpu_type: str, target: Path) -> None:
-    source = artifacts_dir / model.name
-    if not source.is_dir():
-        raise RenderError(f"model {model.name}: no artifacts in {source}; run `make setup`")
-    version_dir = target / str(model.version)
-    version_dir.mkdir(parents=True)
-    (target / "config.pbtxt").write_text(render_config(model, gpu_type), encoding="utf-8")
+def _build_model_dir(model: ModelSpec, sources: Mapping[int, Path], gpu_type: str, target: Path) -> None:
+    target.mkdir(parents=True)
+    (target / "config.pbtxt").write_text(render_config(model, gpu_type, list(sources)), encoding="utf-8")
     adapter = BACKENDS_DIR / _BACKEND_PACKAGE[model.kind] / "model.py"
-    shutil.copy2(adapter, version_dir / "model.py")
-    for item in sorted(source.iterdir()):
-        if item.is_file():
-            _place(item, version_dir / item.name)
+    for version, source in sorted(sources.items()):
+        if not source.is_dir():
+            raise RenderError(f"model {model.name} version {version}: no artifacts in {source}")
+        version_dir = target / str(version)
+        version_dir.mkdir()
+        shutil.copy2(adapter, version_dir / "model.py")
+        for item in sorted(source.iterdir()):
+            if item.is_file():
+                _place(item, version_dir / item.name)
     _write_warmup(model, target)
+
+
+def render_model(model: ModelSpec, sources: Mapping[int, Path], out_dir: Path, gpu_type: str = "cpu") -> list[str]:
+    """Render ``model`` serving exactly the versions in ``sources`` (version -> directory of its
+    verified files) into ``out_dir``, swapping each Triton model directory in by rename; return
+    the Triton model names written."""
+    if not sources:
+        raise RenderError(f"model {model.name}: no versions to render")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{model.name}-", dir=out_dir))
+    try:
+        if uses_trtllm(model, gpu_type):
+            names = _build_trtllm_dirs(model, gpu_type, sorted(sources), staging / "models")
+        else:
+            _build_model_dir(model, sources, gpu_type, staging / "models" / model.name)
+            names = [model.name]
+        for name in names:
+            final = out_dir / name
+            if final.exists():
+                final.rename(staging / f"retired-{name}")
+            (staging / "models" / name).rename(final)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return names
 
 
 def render_repository(
     config: StackConfig, artifacts_dir: Path, out_dir: Path, gpu_type: str = "cpu"
 ) -> list[str]:
-    """Render every model of ``config`` into ``out_dir``; return the model names rendered."""
+    """Render every model of ``config`` at its configured version, from ``artifacts_dir/<model>``,
+    into ``out_dir``; return the model names rendered."""
     out_dir.mkdir(parents=True, exist_ok=True)
     rendered = []
     for model in config.models:
-        staging = Path(tempfile.mkdtemp(prefix=f".{model.name}-", dir=out_dir))
-        try:
-            if uses_trtllm(model, gpu_type):
-                names = _build_trtllm_dirs(model, gpu_type, staging / "models")
-            else:
-                _build_model_dir(model, artifacts_dir, gpu_type, staging / "models" / model.name)
-                names = [model.name]
-            for name in names:
-                final = out_dir / name
-                if final.exists():
-                    final.rename(staging / f"retired-{name}")
-                (staging / "models" / name).rename(final)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+        source = artifacts_dir / model.name
+        if not uses_trtllm(model, gpu_type) and not source.is_dir():
+            raise RenderError(f"model {model.name}: no artifacts in {source}; run `make setup`")
+        render_model(model, {model.version: source}, out_dir, gpu_type)
         rendered.append(model.name)
     return rendered

@@ -8,6 +8,7 @@ from ``errors.py``, ``x-request-id`` added by the context middleware.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -28,6 +29,7 @@ from gateway.metrics import GatewayMetrics
 from gateway.request_status import RequestStatusStore
 from gateway.responses import JSONResponse
 from gateway.routes import health, kserve, openai, requests, rerank
+from gateway.routing import RoutingPoller, RoutingTable
 from gateway.state import GatewayState
 from gateway.tokenization import LlmTokenizer, TextTokenizer
 from gateway.workers import WorkerPool
@@ -95,32 +97,53 @@ def _install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Exception, unexpected_error)
 
 
-def create_app(paths: StackPaths, poll_interval_s: float = 1.0, policy: Policy | None = None) -> FastAPI:
-    """The gateway for the stack in ``paths``; ``policy`` overrides scheduling.yaml's."""
+def _routes_changed(state: GatewayState) -> None:
+    """New routes may name versions the readiness poll has not seen yet: re-read the workers now."""
+    state.metrics.routing_generation.set(state.routing.generation)
+    task = asyncio.ensure_future(state.pool.refresh())
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+
+
+_background: set[asyncio.Future[None]] = set()
+
+
+def create_app(paths: StackPaths, poll_interval_s: float = 1.0, policy: Policy | None = None,
+               control_url: str | None = None) -> FastAPI:
+    """The gateway for the stack in ``paths``; ``policy`` overrides scheduling.yaml's. With
+    ``control_url``, model versions and traffic weights follow the control plane's routing
+    (polled with the admin token in ``paths``); without it, each model's configured version."""
     config = load_stack_config(paths.pools_file, paths.models_file)
     scheduling = load_scheduling(paths.scheduling_file, config, policy)
     tenants = load_tenants(paths.tenants_file)
     metrics = GatewayMetrics()
     profiles = {pool.name: scheduling.profile_of(pool.profile_name) for pool in config.pools}
-    versions = {model.name: model.version for model in config.models}
     llm_models = frozenset(m.name for m in config.models if m.kind is WorkloadKind.LLM)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         pool = WorkerPool.connect(worker_addresses(config), poll_interval_s, llm_models)
         scheduler = build_scheduler(scheduling.scheduler, scheduling.limits)
-        dispatcher = Dispatcher(scheduler, pool, metrics, RequestStatusStore(),
-                                lambda: pool.views(profiles, versions))
+        dispatcher = Dispatcher(scheduler, pool, metrics, RequestStatusStore(), lambda: pool.views(profiles))
+        routing = RoutingTable.from_config(config)
         state = GatewayState(config=config, tenants=tenants, pool=pool, metrics=metrics,
-                             scheduling=scheduling, dispatcher=dispatcher)
+                             scheduling=scheduling, dispatcher=dispatcher, routing=routing)
         load_tokenizers(config, paths, state)
         app.state.gateway = state
         await pool.start()
         pool.on_refresh.append(dispatcher.refresh_workers)
         await dispatcher.start()
+        poller = None
+        if control_url is not None:
+            routing.on_change.append(lambda: _routes_changed(state))
+            poller = RoutingPoller(routing, f"{control_url.rstrip('/')}/admin/v1/routing",
+                                   paths.admin_token_file.read_text().strip())
+            await poller.start()
         try:
             yield
         finally:
+            if poller is not None:
+                await poller.close()
             await dispatcher.close()
             await pool.close()
 

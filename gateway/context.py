@@ -5,7 +5,10 @@ A pure ASGI middleware (cheaper than Starlette's BaseHTTPMiddleware on the hot p
 put ``model`` and, on failure, ``outcome`` into ``scope["state"]``; the middleware records
 ``shunter_requests{route, model, outcome}`` and the duration when the last body byte is sent, or
 ``cancelled`` when the client went away first. A request that the scheduler dispatched also gets
-``x-queue-wait-ms`` (admission to dispatch) and ``x-shunter-pool`` (where it ran).
+``x-queue-wait-ms`` (admission to dispatch), ``x-shunter-pool`` (where it ran) and
+``x-shunter-model-version`` (which version served it), and is counted per model version
+(``shunter_version_requests``, ``shunter_version_latency_seconds``: time to first token where the
+handler measured one, else the whole request), which the canary analysis compares.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ def _dispatch_headers(state: dict[str, Any]) -> list[tuple[bytes, bytes]]:
     if dispatch is None:
         return []
     return [(b"x-queue-wait-ms", f"{dispatch.queue_wait_s * 1000:.1f}".encode()),
-            (b"x-shunter-pool", dispatch.pool.encode())]
+            (b"x-shunter-pool", dispatch.pool.encode()),
+            (b"x-shunter-model-version", str(state.get("model_version", "")).encode())]
 
 
 def _outcome(state: dict[str, Any], status: int) -> str:
@@ -91,4 +95,11 @@ class RequestContextMiddleware:
         model = str(state.get("model", ""))
         outcome = "cancelled" if status == 499 and "outcome" not in state else _outcome(state, status)
         self.metrics.requests.labels(path, model, outcome).inc()
-        self.metrics.duration_s.labels(path, model).observe(time.perf_counter() - started)
+        duration_s = time.perf_counter() - started
+        self.metrics.duration_s.labels(path, model).observe(duration_s)
+        if "dispatch" in state and "model_version" in state:
+            version = str(state["model_version"])
+            self.metrics.version_requests.labels(model, version, outcome.partition("(")[0]).inc()
+            if outcome == "completed":
+                latency_s = float(state.get("ttft_s", duration_s))
+                self.metrics.version_latency_s.labels(model, version).observe(latency_s)

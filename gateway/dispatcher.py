@@ -114,6 +114,7 @@ class Dispatcher:
                       client_gone: Callable[[], Awaitable[object]] | None = None) -> Ticket:
         """Wait for ``request``'s turn; see the module docstring."""
         self.statuses.queued(request)
+        self.metrics.version_holders.labels(request.model, str(request.model_version)).inc()
         decision = self.scheduler.submit(request, self.clock())
         if isinstance(decision, Rejected):
             raise self._rejected(request, decision)
@@ -164,6 +165,7 @@ class Dispatcher:
         return error
 
     def _ended(self, request: Request, outcome: str) -> None:
+        self.metrics.version_holders.labels(request.model, str(request.model_version)).dec()
         self.statuses.finished(request.request_id, outcome)
         self.metrics.outcomes.labels(request.tier.value, outcome.partition("(")[0]).inc()
 

@@ -93,12 +93,14 @@ def _chunk(result: Any) -> TextChunk:
 
 async def stream_generation(
     worker: Worker, model: str, request_id: str, request: GenerationRequest, idle_timeout_s: float = 60.0,
+    version: int | None = None,
 ) -> AsyncIterator[TextChunk]:
-    """Yield the model's chunks for ``request`` from ``worker``; see the module docstring."""
+    """Yield the model's chunks for ``request`` from ``worker`` (from ``version`` of the model, or
+    Triton's default version when None); see the module docstring."""
     sent = asyncio.Event()
     done = asyncio.Event()
     payload = {"model_name": model, "inputs": build_inputs(request), "request_id": request_id,
-               "priority": request.priority}
+               "priority": request.priority, "model_version": "" if version is None else str(version)}
 
     async def requests() -> AsyncIterator[dict[str, Any]]:
         yield payload

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 _LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+# Fine buckets (x1.25 from 1 ms to ~70 s) for the canary analysis, which compares p99s per version.
+VERSION_LATENCY_BUCKETS_S = tuple(round(0.001 * 1.25**i, 6) for i in range(51))
 
 
 @dataclass
@@ -44,5 +46,18 @@ class GatewayMetrics:
                               ["tenant", "model", "kind"], registry=r)
         self.in_flight = Gauge("shunter_in_flight_requests", "Requests in flight per model",
                                ["model"], registry=r)
+        self.version_requests = Counter("shunter_version_requests",
+                                        "Dispatched requests by model version and outcome class",
+                                        ["model", "version", "outcome"], registry=r)
+        self.version_latency_s = Histogram("shunter_version_latency_seconds",
+                                           "Completed requests' latency by model version (TTFT for LLMs)",
+                                           ["model", "version"], buckets=VERSION_LATENCY_BUCKETS_S, registry=r)
+        self.version_holders = Gauge("shunter_version_requests_open",
+                                     "Requests bound to a model version and not yet ended (queued or running); "
+                                     "a version leaving service is drained when this reaches 0",
+                                     ["model", "version"], registry=r)
+        self.routing_generation = Gauge("shunter_routing_generation",
+                                        "Generation of the routing table (aliases and weights) in use",
+                                        registry=r)
         self.worker_ready = Gauge("shunter_worker_model_ready", "1 when a worker has the model READY",
                                   ["worker", "model"], registry=r)

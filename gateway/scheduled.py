@@ -14,6 +14,7 @@ from starlette.types import Receive
 from control.config import ModelSpec, WorkloadKind
 from gateway.dispatcher import Ticket
 from gateway.errors import InvalidRequestError
+from gateway.routing import version_for
 from gateway.state import GatewayState
 from scheduling.requests import Request, RequestKind
 from scheduling.tenants import Tenant
@@ -54,7 +55,8 @@ async def admit(state: GatewayState, http_request: HttpRequest, tenant: Tenant, 
         kind=RequestKind.LLM if llm else RequestKind.BATCHED, arrival_s=now,
         deadline_s=queue_deadline_s(http_request, slo.deadline_s, now),
         prefill_tokens=prefill_tokens, max_output_tokens=max_output_tokens if llm else 0, rows=rows,
-        cost_factor=model.token_cost_factor, ttft_slo_s=slo.ttft_s, model_version=model.version,
+        cost_factor=model.token_cost_factor, ttft_slo_s=slo.ttft_s,
+        model_version=version_for(state.routing, http_request, tenant, model.name),
     )
     ticket = await dispatcher.acquire(request, lambda: client_gone(http_request.receive))
     http_request.scope["state"]["dispatch"] = ticket.dispatch

@@ -18,6 +18,7 @@ from gateway.dispatcher import Dispatcher
 from gateway.errors import InvalidRequestError, ModelNotFoundError, PermissionDeniedError
 from gateway.metrics import GatewayMetrics
 from gateway.response_cache import ResponseCache
+from gateway.routing import RoutingTable
 from gateway.tokenization import LlmTokenizer, TextTokenizer
 from gateway.workers import WorkerPool
 from scheduling.tenants import Tenant
@@ -57,7 +58,8 @@ class GatewayState:
     llm_tokenizers: dict[str, LlmTokenizer] = field(default_factory=dict)
     text_tokenizers: dict[str, TextTokenizer] = field(default_factory=dict)
     idempotency: IdempotencyLedger = field(default_factory=IdempotencyLedger)
-    coalescers: dict[tuple[str, str, tuple[str, ...]], RowCoalescer] = field(default_factory=dict)
+    routing: RoutingTable = field(default_factory=lambda: RoutingTable({}))
+    coalescers: dict[tuple[str, str, int | None, tuple[str, ...]], RowCoalescer] = field(default_factory=dict)
     caches: dict[str, ResponseCache] = field(default_factory=dict)
 
     def cache_for(self, model: ModelSpec) -> ResponseCache | None:

@@ -1,13 +1,13 @@
 """The gateway's view of Triton workers: one gRPC client each, readiness, and worker choice.
 
 ``WorkerPool`` keeps a ``tritonclient.grpc.aio`` client per worker (HTTP/2 multiplexes every
-request over it), polls each worker's per-model readiness every ``poll_interval_s`` (bounded by a
-per-call timeout) and, on workers serving an LLM, the engine's live KV pool from Triton's metrics
-port (``shunter_llm_kv_blocks_*``, where the engine reports them). ``views`` turns that into the
-scheduling core's ``WorkerView``s; the core decides where each request goes, and this is the
-transport it dispatches through (``worker(name)``). ``pick`` remains for calls that are not
-scheduled (model metadata). ``map_triton_error`` is the one translation of
-Triton's errors into the gateway's taxonomy.
+request over it), polls each worker's READY model versions every ``poll_interval_s`` (one
+repository-index call, bounded by a per-call timeout) and, on workers serving an LLM, the
+engine's live KV pool from Triton's metrics port (``shunter_llm_kv_blocks_*``, where the engine
+reports them). ``views`` turns that into the scheduling core's ``WorkerView``s; the core decides
+where each request goes, and this is the transport it dispatches through (``worker(name)``).
+``pick`` remains for calls that are not scheduled (model metadata). ``map_triton_error`` is the
+one translation of Triton's errors into the gateway's taxonomy.
 """
 
 from __future__ import annotations
@@ -57,10 +57,15 @@ def map_triton_error(exc: InferenceServerException, model: str) -> GatewayError:
 class Worker:
     address: WorkerAddress
     client: grpcclient.InferenceServerClient
-    ready_models: frozenset[str] = frozenset()
+    ready_versions: dict[str, frozenset[int]] = field(default_factory=dict)
     in_flight: int = 0
     kv_total_tokens: int | None = None
     kv_used_tokens: int | None = None
+
+    @property
+    def ready_models(self) -> frozenset[str]:
+        """Models with at least one version READY on this worker."""
+        return frozenset(name for name, versions in self.ready_versions.items() if versions)
 
 
 @dataclass
@@ -110,14 +115,17 @@ class WorkerPool:
             callback()
 
     async def _refresh_worker(self, worker: Worker) -> None:
-        ready = set()
-        for model in worker.address.models:
-            try:
-                if await worker.client.is_model_ready(model, client_timeout=self.poll_timeout_s):
-                    ready.add(model)
-            except InferenceServerException:
-                break  # unreachable: nothing on it is ready
-        worker.ready_models = frozenset(ready)
+        ready: dict[str, set[int]] = {}
+        try:
+            index = await worker.client.get_model_repository_index(as_json=True,
+                                                                    client_timeout=self.poll_timeout_s)
+        except InferenceServerException:
+            index = {}  # unreachable: nothing on it is ready
+        for entry in index.get("models", []):
+            name, version = entry.get("name"), str(entry.get("version", ""))
+            if name in worker.address.models and entry.get("state") == "READY" and version.isdigit():
+                ready.setdefault(name, set()).add(int(version))
+        worker.ready_versions = {name: frozenset(versions) for name, versions in ready.items()}
         if self.llm_models & set(worker.address.models):
             await self._refresh_kv(worker)
 
@@ -150,11 +158,11 @@ class WorkerPool:
                 return worker
         raise UnavailableError(f"worker {name} is gone", code="worker_gone", retry_after_s=1)
 
-    def views(self, profiles: Mapping[str, CapacityProfile], versions: Mapping[str, int]) -> list[WorkerView]:
+    def views(self, profiles: Mapping[str, CapacityProfile]) -> list[WorkerView]:
         """The scheduling core's view of every worker; ``profiles`` by pool name."""
         return [
             WorkerView(w.address.name, w.address.pool, w.address.region, profiles[w.address.pool],
-                       {m: frozenset({versions[m]}) for m in w.ready_models if m in versions},
+                       dict(w.ready_versions),
                        healthy=bool(w.ready_models), kv_total_tokens=w.kv_total_tokens,
                        kv_used_tokens=w.kv_used_tokens)
             for w in self.workers

@@ -45,7 +45,8 @@ class Call:
     ticket: Ticket
 
     def chunks(self) -> AsyncIterator[TextChunk]:
-        return stream_generation(self.ticket.worker, self.model.name, self.request_id, self.generation)
+        return stream_generation(self.ticket.worker, self.model.name, self.request_id, self.generation,
+                                 version=self.ticket.request.model_version)
 
 
 def check_unsupported(body: ChatCompletionRequest | CompletionRequest) -> None:
@@ -149,6 +150,7 @@ async def sse_stream(
                 first_token_seen = True
                 ttft_s = state.dispatcher.clock() - call.ticket.request.arrival_s
                 state.metrics.ttft_s.labels(call.model.name, call.tenant.tier.value).observe(ttft_s)
+                scope_state["ttft_s"] = ttft_s
             if chunk.text or chunk.finish_reason is not None:
                 yield sse(make_chunk(chunk))
             if chunk.finish_reason is not None:

@@ -18,6 +18,7 @@ from gateway.auth import authenticate
 from gateway.errors import InvalidRequestError, ModelNotFoundError, PayloadTooLargeError
 from gateway.kserve_codec import Tensor, decode_request, encode_response
 from gateway.responses import JSONResponse
+from gateway.routing import version_for
 from gateway.scheduled import admit
 from gateway.state import GatewayState
 from gateway.workers import map_triton_error
@@ -31,13 +32,19 @@ HEADER_LENGTH = "inference-header-content-length"
 
 
 def _resolve(request: Request, tenant: Tenant, name: str, version: str | None,
-             kinds: set[WorkloadKind]) -> tuple[GatewayState, ModelSpec]:
+             kinds: set[WorkloadKind]) -> tuple[GatewayState, ModelSpec, int]:
+    """The model, and the version serving this request: the one named in the path (it must be
+    live), else the one the traffic split picks."""
     state: GatewayState = request.app.state.gateway
     request.scope["state"]["model"] = name
     spec = state.model_for(name, kinds, tenant)
-    if version is not None and version != str(spec.version):
+    if version is None:
+        return state, spec, version_for(state.routing, request, tenant, spec.name)
+    live = state.routing.live_versions().get(spec.name, frozenset())
+    if not version.isdigit() or int(version) not in live:
         raise ModelNotFoundError(f"model '{name}' has no version {version} being served", param="version")
-    return state, spec
+    request.scope["state"]["model_version"] = int(version)
+    return state, spec, int(version)
 
 
 async def _read_body(request: Request) -> tuple[bytes, int | None]:
@@ -54,7 +61,7 @@ async def _read_body(request: Request) -> tuple[bytes, int | None]:
 
 
 async def _infer(request: Request, tenant: Tenant, name: str, version: str | None) -> Response:
-    state, spec = _resolve(request, tenant, name, version, BATCHED_KINDS)
+    state, spec, served_version = _resolve(request, tenant, name, version, BATCHED_KINDS)
     body, header_length = await _read_body(request)
     decoded = decode_request(body, header_length)
     inputs = []
@@ -69,7 +76,7 @@ async def _infer(request: Request, tenant: Tenant, name: str, version: str | Non
     with ticket.finishing():
         try:
             result = await ticket.worker.client.infer(
-                spec.name, inputs, model_version=str(spec.version), outputs=outputs,
+                spec.name, inputs, model_version=str(served_version), outputs=outputs,
                 request_id=request.scope["state"]["request_id"],
                 priority=tenant.tier.triton_priority, client_timeout=60.0)
         except InferenceServerException as exc:
@@ -78,7 +85,7 @@ async def _infer(request: Request, tenant: Tenant, name: str, version: str | Non
     tensors = [Tensor(o.name, o.datatype, result.as_numpy(o.name)) for o in response.outputs]
     binary = {t.name for t in tensors if t.name in decoded.binary_outputs
               or (decoded.binary_default and t.name not in decoded.outputs)}
-    payload, json_length = encode_response(spec.name, str(spec.version), decoded.id, tensors, binary)
+    payload, json_length = encode_response(spec.name, str(served_version), decoded.id, tensors, binary)
     headers = {HEADER_LENGTH: str(json_length)} if json_length is not None else {}
     media = "application/octet-stream" if json_length is not None else "application/json"
     return Response(payload, media_type=media, headers=headers)
@@ -95,17 +102,18 @@ async def infer_version(name: str, version: str, request: Request, tenant: Tenan
 
 
 async def _metadata(request: Request, tenant: Tenant, name: str, version: str | None) -> Any:
-    state, spec = _resolve(request, tenant, name, version, set())
+    state, spec, served_version = _resolve(request, tenant, name, version, set())
     async with state.pool.lease(spec.name, tenant.allowed_regions) as worker:
         try:
-            meta = await worker.client.get_model_metadata(spec.name, str(spec.version), as_json=True,
+            meta = await worker.client.get_model_metadata(spec.name, str(served_version), as_json=True,
                                                           client_timeout=10.0)
         except InferenceServerException as exc:
             raise map_triton_error(exc, spec.name) from exc
     def tensors(key: str) -> list[dict[str, Any]]:
         return [{"name": t["name"], "datatype": t["datatype"], "shape": [int(d) for d in t["shape"]]}
                 for t in meta.get(key, [])]
-    return JSONResponse({"name": spec.name, "versions": [str(spec.version)], "platform": meta.get("platform", ""),
+    live = sorted(state.routing.live_versions().get(spec.name, {served_version}))
+    return JSONResponse({"name": spec.name, "versions": [str(v) for v in live], "platform": meta.get("platform", ""),
                            "inputs": tensors("inputs"), "outputs": tensors("outputs")})
 
 
@@ -121,6 +129,6 @@ async def model_version_metadata(name: str, version: str, request: Request, tena
 
 @router.get("/models/{name}/ready")
 async def model_ready(name: str, request: Request, tenant: TenantDep) -> Response:
-    state, spec = _resolve(request, tenant, name, None, set())
+    state, spec, _ = _resolve(request, tenant, name, None, set())
     ready = spec.name in state.pool.ready_models()
     return Response(status_code=200 if ready else 400)

@@ -25,6 +25,7 @@ from gateway.routes.generation import (
     sse_stream,
     usage,
 )
+from gateway.routing import version_for
 from gateway.scheduled import admit
 from gateway.schemas import ChatCompletionRequest, ChatMessage, CompletionRequest, EmbeddingRequest, as_list
 from gateway.state import GatewayState
@@ -164,7 +165,8 @@ async def _embed(state: GatewayState, request: Request, tenant: Tenant, model: M
                  texts: list[str], counts: list[int]) -> np.ndarray:
     """Vectors for ``texts``: the tenant's cached rows, the rest computed (and then cached)."""
     cache = state.cache_for(model)
-    found = cache.lookup(tenant.name, model.name, model.version, texts) if cache else [None] * len(texts)
+    version = version_for(state.routing, request, tenant, model.name)
+    found = cache.lookup(tenant.name, model.name, version, texts) if cache else [None] * len(texts)
     missing = [i for i, row in enumerate(found) if row is None]
     if cache is not None:
         state.metrics.cache_rows.labels(model.name, "hit").inc(len(texts) - len(missing))
@@ -175,7 +177,7 @@ async def _embed(state: GatewayState, request: Request, tenant: Tenant, model: M
                                    prefill_tokens=sum(counts[i] for i in missing))
         computed = result["embedding"]
         if cache is not None:
-            cache.store(tenant.name, model.name, model.version, todo, computed)
+            cache.store(tenant.name, model.name, version, todo, computed)
         for i, row in zip(missing, computed, strict=True):
             found[i] = row
     return np.stack([row for row in found if row is not None])
@@ -193,6 +195,6 @@ async def list_models(request: Request, tenant: TenantDep) -> Any:
     models = [m for m in state.served_models() if tenant.may_use_model(m.name)]
     return JSONResponse({"object": "list", "data": [
         {"id": m.name, "object": "model", "created": 0, "owned_by": "shunter",
-         "kind": m.kind.value, "version": m.version}
+         "kind": m.kind.value, "versions": sorted(state.routing.live_versions().get(m.name, {m.version}))}
         for m in models
     ]})

@@ -1,0 +1,70 @@
+"""The control plane's settings (``config/control.yaml``), read once at the edge.
+
+``load_control_settings(path, state_dir)`` validates the file and resolves its relative paths
+against ``state_dir``; an absent file gives the defaults (the embedded setup: a SQLite registry
+file, a local artifact directory, keys under the state directory).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RolloutSettings(_Strict):
+    ready_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 300.0
+    routing_applied_timeout_s: Annotated[float, Field(gt=0, le=60)] = 5.0
+    drain_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 300.0
+
+
+class CanarySettings(_Strict):
+    """When the canary analysis rolls a candidate back (see ``control/canary_analysis.py``)."""
+
+    interval_s: Annotated[float, Field(gt=0, le=600)] = 5.0
+    window_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
+    min_requests: Annotated[int, Field(ge=1)] = 20
+    max_error_rate_delta: Annotated[float, Field(ge=0, le=1)] = 0.05
+    max_latency_ratio: Annotated[float, Field(gt=1)] = 2.0
+
+    def thresholds(self) -> dict[str, float]:
+        return {"min_requests": float(self.min_requests), "max_error_rate_delta": self.max_error_rate_delta,
+                "max_latency_ratio": self.max_latency_ratio, "window_s": self.window_s}
+
+
+class ControlSettings(_Strict):
+    registry_url: str = "sqlite:///registry.db"
+    artifact_store: str = "store"
+    verified_dir: Path = Path("verified")
+    trusted_keys_dir: Path = Path("keys/trusted")
+    local_signing_key: Path = Path("keys/local-build.key")
+    rollout: RolloutSettings = RolloutSettings()
+    canary: CanarySettings = CanarySettings()
+
+    def resolved(self, state_dir: Path) -> ControlSettings:
+        """Relative paths (and a relative SQLite file or local store) made absolute under ``state_dir``."""
+        def under(path: Path) -> Path:
+            return path if path.is_absolute() else state_dir / path
+        registry_url = self.registry_url
+        sqlite_prefix = "sqlite:///"
+        if registry_url.startswith(sqlite_prefix) and not registry_url[len(sqlite_prefix):].startswith("/"):
+            registry_url = sqlite_prefix + str(under(Path(registry_url[len(sqlite_prefix):])))
+        store = self.artifact_store
+        if "://" not in store:
+            store = str(under(Path(store)))
+        return self.model_copy(update={
+            "registry_url": registry_url, "artifact_store": store, "verified_dir": under(self.verified_dir),
+            "trusted_keys_dir": under(self.trusted_keys_dir), "local_signing_key": under(self.local_signing_key),
+        })
+
+
+def load_control_settings(path: Path, state_dir: Path) -> ControlSettings:
+    """Settings from ``path`` (defaults if it does not exist), paths resolved under ``state_dir``."""
+    raw = yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else None
+    return ControlSettings.model_validate(raw or {}).resolved(state_dir.resolve())
