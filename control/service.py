@@ -1,7 +1,8 @@
-"""The control service's admin API (read side): workers, their models and readiness.
+"""The control service: the admin API's app, with workers and readiness here and the registry,
+routing, rollout and audit routes from ``admin_api.py``.
 
-Authenticated with its own admin bearer token, separate from tenant API keys. The CLI's
-``status`` and operators' tools read it; it never serves inference.
+Every ``/admin`` route is authenticated with the admin bearer token, separate from tenant API
+keys. The CLI and the gateways' routing pollers call it; it never serves inference.
 """
 
 from __future__ import annotations
@@ -10,19 +11,41 @@ import hmac
 from typing import Annotated, Any
 
 import httpx
-from fastapi import Depends, FastAPI, Header, HTTPException
+from fastapi import Depends, FastAPI, Header, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 
+from control.admin_api import HANDLED, ControlApiError, error_response
+from control.admin_api import router as admin_router
 from control.config import StackConfig
+from control.control_plane import ControlPlane
 from control.supervisor import Supervisor
 
 
-def create_control_app(config: StackConfig, supervisor: Supervisor, admin_token: str) -> FastAPI:
+def create_control_app(config: StackConfig, supervisor: Supervisor, admin_token: str,
+                       plane: ControlPlane | None = None) -> FastAPI:
     app = FastAPI(title="Shunter control", docs_url=None, redoc_url=None)
 
     def require_admin(authorization: Annotated[str, Header()] = "") -> None:
         expected = f"Bearer {admin_token}"
         if not hmac.compare_digest(authorization.encode(), expected.encode()):
-            raise HTTPException(status_code=401, detail="admin token required")
+            raise ControlApiError(401, "invalid_admin_token", "admin token required")
+
+    async def control_error(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(exc)
+
+    async def validation_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+        return error_response(ControlApiError(422, "invalid_request", f"{where}: {first.get('msg', 'invalid')}"))
+
+    for error_type in HANDLED:
+        app.add_exception_handler(error_type, control_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    if plane is not None:
+        app.state.control_plane = plane
+        app.include_router(admin_router, dependencies=[Depends(require_admin)])
 
     @app.get("/admin/v1/workers", dependencies=[Depends(require_admin)])
     def workers() -> list[dict[str, Any]]:

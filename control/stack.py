@@ -1,9 +1,10 @@
 """The local stack: Triton workers, the control service and the gateway on one host.
 
-``LocalStack.start()`` builds missing artifacts, renders the model repository, starts the
-workers (waiting for every model READY), the control API in a thread, and the gateway as its own
-process, then waits for the gateway's ``/readyz``. ``stop()`` undoes it in reverse order: the
-gateway first (no new traffic), then control, then the workers.
+``LocalStack.start()`` builds missing artifacts, opens the control plane (registry, store, keys)
+and renders the live versions it holds into the model repository, starts the workers (waiting
+for every model READY), the control API and the canary analysis in threads, and the gateway as
+its own process following control's routing, then waits for the gateway's ``/readyz``. ``stop()``
+undoes it in reverse order: the gateway first (no new traffic), then control, then the workers.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import uvicorn
 
 from control.assets.build import build_artifacts
 from control.config import StackConfig, load_stack_config
+from control.control_plane import ControlPlane
 from control.paths import StackPaths
 from control.repository import render_repository
 from control.service import create_control_app
@@ -73,22 +75,34 @@ class LocalStack:
         self._control: uvicorn.Server | None = None
         self._control_thread: threading.Thread | None = None
         self.gateway: subprocess.Popen[bytes] | None = None
+        self.plane: ControlPlane | None = None
+
+    @property
+    def gateway_url(self) -> str:
+        return f"http://{self.listen.gateway_host}:{self.listen.gateway_port}"
+
+    @property
+    def control_url(self) -> str:
+        return f"http://127.0.0.1:{self.listen.control_port}"
 
     def start(self, log: Callable[[str], None] = print) -> None:
         config = prepare(self.paths, log)
         runtime = resolve_runtime(config.triton, self.paths.state_dir)
-        self.supervisor = Supervisor(config, runtime, self.paths.repository, self.paths.logs)
+        self.plane = ControlPlane.open(self.paths, config, [self.gateway_url])
         try:
+            self.plane.bootstrap(self.paths.artifacts)
+            self.supervisor = Supervisor(config, runtime, self.paths.repository, self.paths.logs)
             self.supervisor.start()
             self._start_control(config)
             self._start_gateway()
+            self.plane.start_analysis()
         except BaseException:
             self.stop()
             raise
 
     def _start_control(self, config: StackConfig) -> None:
         assert self.supervisor is not None
-        app = create_control_app(config, self.supervisor, admin_token(self.paths))
+        app = create_control_app(config, self.supervisor, admin_token(self.paths), self.plane)
         server_config = uvicorn.Config(app, host="127.0.0.1", port=self.listen.control_port,
                                        log_level="warning", lifespan="off")
         self._control = uvicorn.Server(server_config)
@@ -97,11 +111,13 @@ class LocalStack:
         self._control_thread.start()
 
     def _start_gateway(self) -> None:
-        self.gateway = start_gateway(self.paths, self.listen, self.paths.logs / "gateway.log")
+        self.gateway = start_gateway(self.paths, self.listen, self.paths.logs / "gateway.log", self.control_url)
 
     def stop(self) -> None:
         if self.gateway is not None:
             stop_process(self.gateway)
+        if self.plane is not None:
+            self.plane.close()
         if self._control is not None:
             self._control.should_exit = True
             if self._control_thread is not None:
@@ -110,15 +126,17 @@ class LocalStack:
             self.supervisor.stop()
 
 
-def start_gateway(paths: StackPaths, listen: Listen, log_path: Path,
+def start_gateway(paths: StackPaths, listen: Listen, log_path: Path, control_url: str | None = None,
                   ready_timeout_s: float = 60.0) -> subprocess.Popen[bytes]:
-    """Start ``python -m gateway`` for ``paths`` on ``listen`` and wait for its ``/readyz``."""
+    """Start ``python -m gateway`` for ``paths`` on ``listen`` (following ``control_url``'s routing
+    when given) and wait for its ``/readyz``."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log_file:
         process = subprocess.Popen(
             [sys.executable, "-m", "gateway", "--host", listen.gateway_host, "--port", str(listen.gateway_port),
              "--config-dir", str(paths.config_dir), "--state-dir", str(paths.state_dir),
-             *(["--policy", listen.policy.value] if listen.policy else [])],
+             *(["--policy", listen.policy.value] if listen.policy else []),
+             *(["--control-url", control_url] if control_url else [])],
             stdout=log_file, stderr=subprocess.STDOUT,
         )
     try:

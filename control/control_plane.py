@@ -1,0 +1,130 @@
+"""The control plane's composition root: registry, artifact store, keys, deployer, rollouts and
+the canary analysis, built once from ``control.yaml`` and the stack configuration.
+
+``ControlPlane.open(paths, config, gateway_urls)`` migrates the registry and makes sure the key
+that signs locally built artifacts exists and is trusted. ``bootstrap(artifacts_dir)`` runs before
+the workers start: each configured model whose registry has no version gets its locally built
+artifact pushed as its configured version (signed manifest, into the store, registered) and an
+alias at 100 %; then every model's live versions (its alias) are verified and rendered into the
+Triton repository, so workers start (and restart) on exactly what the registry says is live.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from control.artifacts import ArtifactStore, open_store
+from control.canary_analysis import MetricsHistory
+from control.canary_job import CanaryAnalysis
+from control.config import ModelSpec, StackConfig
+from control.control_config import ControlSettings, load_control_settings
+from control.deployer import Deployer, signer_key_id
+from control.integrity import (
+    generate_keypair,
+    load_private_key,
+    load_trusted_keys,
+    verify_directory,
+    write_signed_manifest,
+)
+from control.paths import StackPaths
+from control.registry import Registry, RuntimeRequirements
+from control.repository import render_model
+from control.rollouts import RolloutManager
+from control.supervisor import worker_addresses
+
+ACTOR = "control"
+
+
+def ensure_signing_key(settings: ControlSettings) -> None:
+    """Create the local build key on first use and trust its public half."""
+    private = settings.local_signing_key
+    public = private.with_suffix(".pub")
+    if not private.exists():
+        private.parent.mkdir(parents=True, exist_ok=True)
+        generate_keypair(private, public)
+    settings.trusted_keys_dir.mkdir(parents=True, exist_ok=True)
+    trusted_copy = settings.trusted_keys_dir / public.name
+    if not trusted_copy.exists():
+        shutil.copy2(public, trusted_copy)
+
+
+def requirements_of(spec: ModelSpec, gpu_types: Sequence[str] = ()) -> RuntimeRequirements:
+    return RuntimeRequirements(backend="python", kind=spec.kind.value, gpu_types=tuple(gpu_types),
+                               max_context_tokens=spec.context_tokens or None)
+
+
+def push_directory(store: ArtifactStore, registry: Registry, source: Path, spec: ModelSpec, version: int,
+                   key_path: Path, actor: str, reason: str) -> None:
+    """Sign a copy of ``source`` (hard links; the original is not written to), upload it, register it."""
+    with tempfile.TemporaryDirectory(prefix=f"push-{spec.name}-") as tmp:
+        staged = Path(tmp) / "artifact"
+        staged.mkdir()
+        for item in sorted(source.iterdir()):
+            if item.is_file() and not item.name.startswith("."):
+                try:
+                    os.link(item, staged / item.name)
+                except OSError:
+                    shutil.copy2(item, staged / item.name)
+        manifest = write_signed_manifest(staged, spec.name, version, load_private_key(key_path))
+        uri = store.upload_directory(staged, spec.name, version)
+        registry.register_version(spec.name, version, uri, manifest.digest(), signer_key_id(staged),
+                                  requirements_of(spec), actor, reason)
+
+
+@dataclass
+class ControlPlane:
+    settings: ControlSettings
+    config: StackConfig
+    paths: StackPaths
+    registry: Registry
+    store: ArtifactStore
+    deployer: Deployer
+    rollouts: RolloutManager
+    canary: CanaryAnalysis
+
+    @classmethod
+    def open(cls, paths: StackPaths, config: StackConfig, gateway_urls: Sequence[str] = ()) -> ControlPlane:
+        settings = load_control_settings(paths.control_file, paths.state_dir)
+        ensure_signing_key(settings)
+        registry = Registry.open(settings.registry_url)
+        store = open_store(settings.artifact_store)
+        trusted = load_trusted_keys(settings.trusted_keys_dir)
+        gpu_type = min(pool.gpu_type for pool in config.pools)
+        deployer = Deployer(registry, store, trusted, config, paths.repository, settings.verified_dir,
+                            worker_addresses(config), settings.rollout, gpu_type)
+        rollouts = RolloutManager(registry, deployer, list(gateway_urls), settings.rollout, settings.canary)
+        canary = CanaryAnalysis(rollouts, MetricsHistory(settings.canary.window_s))
+        return cls(settings, config, paths, registry, store, deployer, rollouts, canary)
+
+    def bootstrap(self, artifacts_dir: Path) -> None:
+        """Register built artifacts where the registry has none; render every live version."""
+        for spec in self.config.models:
+            if not self.registry.versions(spec.name):
+                push_directory(self.store, self.registry, artifacts_dir / spec.name, spec, spec.version,
+                               self.settings.local_signing_key, ACTOR, "artifact built by setup")
+            alias = self.registry.alias(spec.name)
+            if alias is None:
+                self.registry.set_alias(spec.name, {spec.version: 100.0}, "request", ACTOR, "alias.create",
+                                        "first start")
+                alias = self.registry.alias(spec.name)
+            assert alias is not None
+            sources = {v: self.deployer.stage(spec.name, v) for v in alias.weights}
+            render_model(spec, sources, self.paths.repository, self.deployer.gpu_type)
+            self.deployer.served[spec.name] = frozenset(sources)
+
+    def start_analysis(self) -> None:
+        self.canary.start(self.settings.canary.interval_s)
+
+    def close(self) -> None:
+        self.canary.stop()
+        self.registry.close()
+
+
+def verify_local(directory: Path, settings: ControlSettings, model: str, version: int) -> None:
+    """Check an artifact directory against the trusted keys (raises IntegrityError)."""
+    verify_directory(directory, load_trusted_keys(settings.trusted_keys_dir), model, version)

@@ -1,0 +1,150 @@
+"""Put exactly a set of verified versions of a model on every Triton worker that serves it.
+
+``stage(model, version)`` downloads the version's artifact from the store into
+``verified_dir/<model>/<version>`` and checks its signed SHA-256 manifest (``control/integrity``);
+a tampered, unsigned or incomplete artifact raises ``DeployError`` with the integrity code, marks
+the version ``failed`` in the registry and leaves serving exactly as it was. An already staged
+version is re-verified on disk before each use.
+
+``serve(model, versions)`` renders the model's repository directory with a version policy
+listing exactly ``versions`` (atomic swap), reloads the model on every worker serving it and
+waits until each worker has exactly those versions READY, then sends one warm request to each
+new version on each worker. If any step fails, the previous versions are rendered and reloaded
+and ``DeployError`` is raised: the workers end up serving what they served before. Calls are
+serialised by a lock (one repository, one writer).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from control.artifacts import ArtifactStore, ArtifactStoreError
+from control.config import ModelSpec, StackConfig
+from control.control_config import RolloutSettings
+from control.integrity import SIGNATURE_NAME, IntegrityError, TrustedKeys, verify_directory
+from control.registry import Registry, VersionState
+from control.repository import RenderError, render_model
+from control.supervisor import WorkerAddress
+from control.triton_control import TritonControlError, load, wait_versions, warm_request
+
+ACTOR = "control"
+
+
+class DeployError(RuntimeError):
+    """A version could not be staged or served; ``code`` says why (an integrity code, ``store``,
+    ``render``, ``load``, ``not_registered``)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def signer_key_id(directory: Path) -> str:
+    """The key id named by the artifact's signature file ('' if unreadable; verification decides)."""
+    try:
+        return str(json.loads((directory / SIGNATURE_NAME).read_bytes())["key_id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+
+
+@dataclass
+class Deployer:
+    registry: Registry
+    store: ArtifactStore
+    trusted: TrustedKeys
+    config: StackConfig
+    repository: Path
+    verified_dir: Path
+    workers: Sequence[WorkerAddress]
+    settings: RolloutSettings
+    gpu_type: str = "cpu"
+    served: dict[str, frozenset[int]] = field(default_factory=dict)
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+
+    def spec(self, model: str) -> ModelSpec:
+        spec = self.config.model(model)
+        if spec is None:
+            raise DeployError("not_configured", f"model {model} is not in models.yaml")
+        return spec
+
+    def workers_of(self, model: str) -> list[WorkerAddress]:
+        return [w for w in self.workers if model in w.models]
+
+    def stage(self, model: str, version: int) -> Path:
+        """The verified directory of ``version``; see the module docstring."""
+        record = self.registry.version(model, version)
+        if record is None:
+            raise DeployError("not_registered", f"{model} version {version} is not registered")
+        target = self.verified_dir / model / str(version)
+        try:
+            if not target.is_dir():
+                self._download(record.artifact_uri, target)
+            verify_directory(target, self.trusted, model, version)
+        except IntegrityError as exc:
+            shutil.rmtree(target, ignore_errors=True)
+            self.registry.set_version_state(model, version, VersionState.FAILED, ACTOR,
+                                            f"integrity check failed: {exc}", {"code": exc.code})
+            raise DeployError(exc.code, f"{model} v{version} refused: {exc}") from exc
+        except ArtifactStoreError as exc:
+            raise DeployError("store", f"{model} v{version}: artifact store: {exc}") from exc
+        if record.state is VersionState.REGISTERED:
+            self.registry.set_version_state(model, version, VersionState.VERIFIED, ACTOR,
+                                            "manifest and signature checked")
+        return target
+
+    def _download(self, uri: str, target: Path) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+        try:
+            self.store.download(uri, staging / "files")
+            (staging / "files").rename(target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def serve(self, model: str, versions: Iterable[int], reason: str = "") -> None:
+        """Make exactly ``versions`` of ``model`` READY on its workers; see the module docstring."""
+        wanted = frozenset(versions)
+        with self._lock:
+            previous = self.served.get(model)
+            sources = {v: self.stage(model, v) for v in sorted(wanted)}
+            try:
+                self._apply(model, sources)
+                for version in wanted - (previous or frozenset()):
+                    self._warm(model, version)
+            except (DeployError, TritonControlError, RenderError) as exc:
+                if previous is not None and previous != wanted:
+                    self._restore(model, previous)
+                raise DeployError("load", f"{model} {sorted(wanted)}: {exc}; serving left at "
+                                          f"{sorted(previous or [])}") from exc
+            self.served[model] = wanted
+            self._record_states(model, previous or frozenset(), wanted, reason)
+
+    def _apply(self, model: str, sources: dict[int, Path]) -> None:
+        render_model(self.spec(model), sources, self.repository, self.gpu_type)
+        workers = self.workers_of(model)
+        for worker in workers:
+            load(worker, model, self.settings.ready_timeout_s)
+        wait_versions(workers, model, set(sources), self.settings.ready_timeout_s)
+
+    def _warm(self, model: str, version: int) -> None:
+        for worker in self.workers_of(model):
+            warm_request(worker, self.spec(model), version)
+
+    def _restore(self, model: str, previous: frozenset[int]) -> None:
+        sources = {v: self.verified_dir / model / str(v) for v in previous}
+        try:
+            self._apply(model, sources)
+        except (TritonControlError, RenderError) as exc:  # reported with the original error
+            self.registry.audit(ACTOR, "deploy.restore_failed", model, str(exc), {"versions": sorted(previous)})
+
+    def _record_states(self, model: str, previous: frozenset[int], wanted: frozenset[int], reason: str) -> None:
+        for version in sorted(wanted - previous):
+            self.registry.set_version_state(model, version, VersionState.READY, ACTOR, reason or "loaded and warmed")
+        for version in sorted(previous - wanted):
+            self.registry.set_version_state(model, version, VersionState.RETIRED, ACTOR, reason or "unloaded")

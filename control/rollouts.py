@@ -1,0 +1,174 @@
+"""Rollouts: canaries, A/B tests, promote, pause, resume and rollback of a model's versions.
+
+Order of operations, so that no request is lost and weights only point at READY versions:
+- start (canary or A/B): verify and load the new versions next to the live one and warm them
+  (``Deployer.serve``), record the rollout, then set the alias weights and wait until every
+  gateway runs the new routing generation;
+- promote / rollback: move the weights first (the leaving versions keep weight 0 but stay
+  loaded), wait until every gateway runs them, wait until no request is bound to a leaving
+  version any more (drain), then unload it;
+- pause sends all traffic back to the baseline and keeps the candidate loaded; resume restores
+  the rollout's weights.
+Every step is written to the audit log by the registry, with the numbers behind automatic
+decisions in ``details``. Operations on one model are serialised by a lock; the canary analysis
+(``canary_job.py``) calls ``rollback`` with ``actor="canary-analysis"``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from control.control_config import CanarySettings, RolloutSettings
+from control.deployer import Deployer, DeployError
+from control.gateway_probe import GatewayReading, wait_until
+from control.registry import AliasRecord, Registry, RegistryConflictError, RolloutRecord, RolloutStatus
+
+
+class RolloutError(RuntimeError):
+    """A rollout action cannot be done; ``code`` names why, for the admin API's error body."""
+
+    def __init__(self, code: str, message: str, status: int = 409) -> None:
+        super().__init__(message)
+        self.code, self.status = code, status
+
+
+@dataclass
+class RolloutManager:
+    registry: Registry
+    deployer: Deployer
+    gateway_urls: Sequence[str]
+    settings: RolloutSettings
+    canary: CanarySettings
+    _locks: dict[str, threading.Lock] = field(default_factory=dict, repr=False)
+    _guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def lock(self, model: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(model, threading.Lock())
+
+    def _baseline(self, model: str) -> int:
+        alias = self.registry.alias(model)
+        if alias is None:
+            raise RolloutError("no_alias", f"model {model} has no live version", 404)
+        live = [v for v, w in alias.weights.items() if w > 0]
+        if len(live) != 1 or alias.weights[live[0]] != 100.0:
+            raise RolloutError("not_settled", f"model {model} is split {alias.weights}; finish that first")
+        return live[0]
+
+    def start_canary(self, model: str, to: int, percent: float, sticky: str, actor: str,
+                     reason: str = "") -> dict[str, Any]:
+        if not 0 < percent < 100:
+            raise RolloutError("bad_percent", "the canary percent must be between 0 and 100", 422)
+        return self._start(model, "canary", {to: percent}, sticky, actor, reason)
+
+    def start_ab(self, model: str, variants: Mapping[int, float], sticky: str, actor: str,
+                 reason: str = "") -> dict[str, Any]:
+        return self._start(model, "ab", dict(variants), sticky, actor, reason)
+
+    def _start(self, model: str, kind: str, candidates: dict[int, float], sticky: str, actor: str,
+               reason: str) -> dict[str, Any]:
+        with self.lock(model):
+            if self.registry.active_rollout(model) is not None:
+                raise RolloutError("rollout_active", f"model {model} already has an active rollout")
+            baseline = self._baseline(model)
+            weights = dict(candidates)
+            weights[baseline] = weights.get(baseline, 0.0) + 100.0 - sum(candidates.values())
+            if baseline in candidates and kind == "canary":
+                raise RolloutError("same_version", f"version {baseline} is already live")
+            started = time.monotonic()
+            try:
+                self.deployer.serve(model, weights, reason=f"{kind} of {model}")
+            except DeployError as exc:
+                self.registry.audit(actor, f"{kind}.refused", model, str(exc), {"code": exc.code,
+                                                                                "versions": sorted(weights)})
+                raise RolloutError(exc.code, str(exc), 422) from exc
+            deploy_s = time.monotonic() - started
+            try:
+                rollout = self.registry.start_rollout(model, kind, baseline, weights, sticky,
+                                                      self.canary.thresholds(), actor, reason)
+            except RegistryConflictError as exc:
+                raise RolloutError("rollout_active", str(exc)) from exc
+            alias = self.registry.set_alias(model, weights, sticky, actor, f"{kind}.weights", reason,
+                                            {"rollout_id": rollout.id})
+            routing_s = self._await_routing(alias)
+            return {"rollout_id": rollout.id, "deploy_s": deploy_s, "routing_applied_s": routing_s}
+
+    def promote(self, model: str, actor: str, reason: str = "") -> dict[str, Any]:
+        with self.lock(model):
+            rollout = self._active(model)
+            winner = max((v for v in rollout.variants if v != rollout.baseline_version),
+                         key=lambda v: rollout.variants[v])
+            return self._settle(model, rollout, winner, RolloutStatus.PROMOTED, "rollout.promote", actor, reason, {})
+
+    def rollback(self, model: str, actor: str, reason: str = "",
+                 details: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        with self.lock(model):
+            rollout = self._active(model)
+            assert rollout.baseline_version is not None
+            return self._settle(model, rollout, rollout.baseline_version, RolloutStatus.ROLLED_BACK,
+                                "rollout.rollback", actor, reason, dict(details or {}))
+
+    def pause(self, model: str, actor: str, reason: str = "") -> dict[str, Any]:
+        with self.lock(model):
+            rollout = self._active(model)
+            assert rollout.baseline_version is not None
+            weights = {v: (100.0 if v == rollout.baseline_version else 0.0) for v in rollout.variants}
+            alias = self.registry.set_alias(model, weights, rollout.sticky, actor, "rollout.pause", reason)
+            self.registry.update_rollout(rollout.id, actor=actor, action="rollout.paused", status=RolloutStatus.PAUSED,
+                                         reason=reason)
+            return {"routing_applied_s": self._await_routing(alias)}
+
+    def resume(self, model: str, actor: str, reason: str = "") -> dict[str, Any]:
+        with self.lock(model):
+            rollout = self._active(model)
+            alias = self.registry.set_alias(model, rollout.variants, rollout.sticky, actor, "rollout.resume", reason)
+            self.registry.update_rollout(rollout.id, actor=actor, action="rollout.resumed",
+                                         status=RolloutStatus.RUNNING, reason=reason)
+            return {"routing_applied_s": self._await_routing(alias)}
+
+    def _active(self, model: str) -> RolloutRecord:
+        rollout = self.registry.active_rollout(model)
+        if rollout is None:
+            raise RolloutError("no_rollout", f"model {model} has no active rollout", 404)
+        return rollout
+
+    def _settle(self, model: str, rollout: RolloutRecord, keep: int, status: RolloutStatus, action: str,
+                actor: str, reason: str, details: dict[str, Any]) -> dict[str, Any]:
+        """All traffic to ``keep``; drain and unload the other versions; end the rollout."""
+        started = time.monotonic()
+        weights = {v: (100.0 if v == keep else 0.0) for v in {*rollout.variants, keep}}
+        alias = self.registry.set_alias(model, weights, rollout.sticky, actor, action, reason,
+                                        {**details, "rollout_id": rollout.id})
+        routing_s = self._await_routing(alias)
+        leaving = sorted(v for v in weights if v != keep)
+        drain_s = self._await_drained(model, leaving)
+        self.deployer.serve(model, [keep], reason=f"{action}: {reason}" if reason else action)
+        self.registry.set_alias(model, {keep: 100.0}, rollout.sticky, actor, f"{action}.unloaded", reason,
+                                {"rollout_id": rollout.id, "unloaded": leaving})
+        self.registry.update_rollout(rollout.id, actor=actor, action=f"{action}.done", status=status, reason=reason,
+                                     details={**details, "routing_applied_s": routing_s, "drain_s": drain_s})
+        return {"routing_applied_s": routing_s, "drain_s": drain_s, "total_s": time.monotonic() - started}
+
+    def _await_routing(self, alias: AliasRecord) -> float | None:
+        """Seconds until every gateway runs a routing generation at least the registry's now."""
+        if not self.gateway_urls:
+            return None
+        generation = self.registry.routing_generation()
+        def applied(readings: list[GatewayReading]) -> bool:
+            return all(r.routing_generation is not None and r.routing_generation >= generation for r in readings)
+        return wait_until(self.gateway_urls, f"routing generation {generation} ({alias.model} {alias.weights})",
+                          applied, self.settings.routing_applied_timeout_s)
+
+    def _await_drained(self, model: str, versions: list[int]) -> float | None:
+        """Seconds until no gateway holds a request bound to any of ``versions``."""
+        if not self.gateway_urls or not versions:
+            return None
+        keys = {(model, str(v)) for v in versions}
+        def drained(readings: list[GatewayReading]) -> bool:
+            return all(r.open_requests.get(k, 0.0) <= 0 for r in readings for k in keys)
+        return wait_until(self.gateway_urls, f"{model} versions {versions} drained", drained,
+                          self.settings.drain_timeout_s, poll_s=0.2)

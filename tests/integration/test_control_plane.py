@@ -1,0 +1,214 @@
+"""The control plane end to end: real Triton, a real S3-compatible server (moto_server) on
+127.0.0.1, the registry in a SQLite file, the gateway following control's routing.
+
+One stack (chat + embed) for the module. The tests run in file order: push v2 of embed -> canary
+10 % (split within ±3 points over 2,000 requests) -> promote; a faulty v3 -> automatic rollback
+with no failed request on the baseline; tampered and untrusted artifacts refused with serving
+unchanged; a chat rollback with 16 streams in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from control.artifacts import S3ArtifactStore
+from control.integrity import generate_keypair, load_private_key, write_signed_manifest
+from control.stack import Listen, LocalStack, admin_token
+from tests.integration.conftest import KEYS, make_paths, stream_chat
+from tests.s3server import LocalS3Server
+
+pytestmark = pytest.mark.integration
+
+WORKER_BASE_PORT = 28500
+GATEWAY_PORT = 28580
+CONTROL_PORT = 28581
+BUCKET = "shunter-artifacts"
+POISON = "zebra"  # the faulty embed version maps this word to a token id outside its vocabulary
+
+
+@dataclass
+class ControlStack:
+    local: LocalStack
+    s3: LocalS3Server
+    store: S3ArtifactStore
+    key_path: Path
+    admin: httpx.Client
+    gateway_url: str
+
+    def push(self, source: Path, model: str, version: int, tmp: Path, key_path: Path | None = None) -> httpx.Response:
+        """What `shunter models push` does: sign a manifest, upload to S3, register through the API."""
+        staged = tmp / f"{model}-v{version}"
+        shutil.copytree(source, staged, ignore=shutil.ignore_patterns(".*"))
+        write_signed_manifest(staged, model, version, load_private_key(key_path or self.key_path))
+        uri = self.store.upload_directory(staged, model, version)
+        kind = "embedding" if model == "embed" else "llm"
+        return self.admin.post(f"/admin/v1/models/{model}/versions",
+                               json={"version": version, "artifact_uri": uri, "reason": "test push",
+                                     "requirements": {"backend": "python", "kind": kind}})
+
+    def status(self, model: str) -> dict[str, Any]:
+        response = self.admin.get(f"/admin/v1/rollouts/{model}")
+        assert response.status_code == 200, response.text
+        return response.json()
+
+
+@pytest.fixture(scope="module")
+def control_stack(tmp_path_factory: pytest.TempPathFactory, artifacts_dir: Path,
+                  monkeypatch_module: pytest.MonkeyPatch) -> Iterator[ControlStack]:
+    root = tmp_path_factory.mktemp("control")
+    with LocalS3Server() as s3:
+        for name, value in s3.credentials_env.items():
+            monkeypatch_module.setenv(name, value)
+        store = S3ArtifactStore(BUCKET, "models", endpoint_url=s3.endpoint_url)
+        store.ensure_bucket()
+        paths = make_paths(root, WORKER_BASE_PORT, models=("chat", "embed"))
+        tenants = yaml.safe_load(paths.tenants_file.read_text())
+        for tenant in tenants["tenants"]:
+            tenant["quotas"] = {}  # the tests send thousands of requests a minute; quotas are tested elsewhere
+        paths.tenants_file.write_text(yaml.safe_dump(tenants))
+        (paths.config_dir / "control.yaml").write_text(json.dumps({
+            "artifact_store": f"s3://{BUCKET}/models?endpoint={s3.endpoint_url}",
+            "canary": {"interval_s": 1, "window_s": 20, "min_requests": 20, "max_error_rate_delta": 0.05},
+        }))
+        local = LocalStack(paths, Listen(gateway_port=GATEWAY_PORT, control_port=CONTROL_PORT))
+        local.start(log=lambda _: None)
+        admin = httpx.Client(base_url=local.control_url, timeout=600.0,
+                             headers={"Authorization": f"Bearer {admin_token(paths)}", "X-Shunter-Actor": "test"})
+        try:
+            yield ControlStack(local, s3, store, paths.state_dir / "keys" / "local-build.key", admin,
+                               local.gateway_url)
+        finally:
+            admin.close()
+            local.stop()
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch
+
+
+def _wait_for(read: Callable[[], dict[str, Any]], done: Callable[[dict[str, Any]], bool],
+              timeout_s: float) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    value = read()
+    while not done(value) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        value = read()
+    return value
+
+
+def _embed_many(url: str, texts: list[str], concurrency: int = 16) -> list[tuple[int, str]]:
+    """(status, serving version) of one embeddings request per text, ``concurrency`` at a time."""
+    async def run() -> list[tuple[int, str]]:
+        limit = asyncio.Semaphore(concurrency)
+        async with httpx.AsyncClient(base_url=url, timeout=60.0,
+                                     headers={"Authorization": f"Bearer {KEYS['premium']}"}) as client:
+            async def one(text: str) -> tuple[int, str]:
+                async with limit:
+                    response = await client.post("/v1/embeddings", json={"model": "embed", "input": [text]})
+                    return response.status_code, response.headers.get("x-shunter-model-version", "")
+            return await asyncio.gather(*(one(t) for t in texts))
+    return asyncio.run(run())
+
+
+def test_canary_split_is_within_three_points_of_its_weight(control_stack: ControlStack, artifacts_dir: Path,
+                                                           tmp_path: Path) -> None:
+    pushed = control_stack.push(artifacts_dir / "embed", "embed", 2, tmp_path)
+    assert pushed.status_code == 201, pushed.text
+    assert pushed.json()["state"] == "registered"
+    started = control_stack.admin.post("/admin/v1/rollouts/embed/canary", json={"to": 2, "percent": 10})
+    assert started.status_code == 200, started.text
+    assert started.json()["alias"]["weights"] == {"1": 90.0, "2": 10.0}
+    results = _embed_many(control_stack.gateway_url, [f"canary split probe number {i}" for i in range(2000)])
+    assert {status for status, _ in results} == {200}, Counter(results)
+    share = Counter(version for _, version in results)["2"] / len(results)
+    assert abs(share - 0.10) <= 0.03, share
+    promoted = control_stack.admin.post("/admin/v1/rollouts/embed/promote", json={"reason": "healthy"})
+    assert promoted.status_code == 200, promoted.text
+    assert promoted.json()["alias"]["weights"] == {"2": 100.0}
+    assert {v for _, v in _embed_many(control_stack.gateway_url, [f"after promote {i}" for i in range(50)])} == {"2"}
+
+
+def test_a_faulty_canary_is_rolled_back_automatically(control_stack: ControlStack, artifacts_dir: Path,
+                                                      tmp_path: Path) -> None:
+    faulty = tmp_path / "faulty"
+    shutil.copytree(artifacts_dir / "embed", faulty, ignore=shutil.ignore_patterns(".*"))
+    tokenizer = json.loads((faulty / "tokenizer.json").read_text())
+    tokenizer["model"]["vocab"][POISON] = 99_999
+    (faulty / "tokenizer.json").write_text(json.dumps(tokenizer))
+    assert control_stack.push(faulty, "embed", 3, tmp_path).status_code == 201
+    started = control_stack.admin.post("/admin/v1/rollouts/embed/canary", json={"to": 3, "percent": 10})
+    assert started.status_code == 200, started.text
+    results: list[tuple[int, str]] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and control_stack.status("embed")["alias"]["weights"].get("3", 0) > 0:
+        texts = [f"request {len(results) + i} {'about a ' + POISON if i % 3 == 0 else 'plain'}" for i in range(200)]
+        results.extend(_embed_many(control_stack.gateway_url, texts))
+    status = _wait_for(lambda: control_stack.status("embed"), lambda s: s["rollout"]["status"] != "running", 60)
+    assert status["alias"]["weights"] == {"2": 100.0}, status
+    assert status["rollout"]["status"] == "rolled_back"
+    baseline = [s for s, v in results if v == "2"]
+    assert baseline and all(s == 200 for s in baseline)
+    assert any(s >= 500 for s, v in results if v == "3")
+    audit = control_stack.admin.get("/admin/v1/audit", params={"subject": "embed"}).json()
+    decision = next(e for e in audit if e["action"] == "rollout.rollback")
+    assert decision["actor"] == "canary-analysis"
+    verdict = decision["details"]["verdict"]
+    assert verdict["decision"] == "rollback" and verdict["canary"]["errors"] > 0
+    assert verdict["baseline"]["errors"] == 0
+
+
+def test_tampered_and_untrusted_artifacts_are_refused_and_serving_is_unchanged(
+        control_stack: ControlStack, artifacts_dir: Path, tmp_path: Path) -> None:
+    stranger = tmp_path / "stranger.key"
+    generate_keypair(stranger, tmp_path / "stranger.pub")
+    untrusted = control_stack.push(artifacts_dir / "embed", "embed", 4, tmp_path, key_path=stranger)
+    assert untrusted.status_code == 422 and untrusted.json()["error"]["code"] == "untrusted_key"
+    assert control_stack.push(artifacts_dir / "embed", "embed", 5, tmp_path).status_code == 201
+    s3 = control_stack.s3.client()
+    key = "models/embed/5/tokenizer.json"
+    body = bytearray(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())
+    body[100] ^= 0x01
+    s3.put_object(Bucket=BUCKET, Key=key, Body=bytes(body))
+    before = control_stack.status("embed")["alias"]
+    refused = control_stack.admin.post("/admin/v1/rollouts/embed/canary", json={"to": 5, "percent": 10})
+    assert refused.status_code == 422 and refused.json()["error"]["code"] == "digest_mismatch", refused.text
+    assert control_stack.status("embed")["alias"] == before
+    results = _embed_many(control_stack.gateway_url, [f"still serving {i}" for i in range(100)])
+    assert {(s, v) for s, v in results} == {(200, "2")}
+
+
+def test_rollback_with_sixteen_chat_streams_in_flight_completes_them_all(
+        control_stack: ControlStack, artifacts_dir: Path, tmp_path: Path) -> None:
+    assert control_stack.push(artifacts_dir / "chat", "chat", 2, tmp_path).status_code == 201
+    started = control_stack.admin.post("/admin/v1/rollouts/chat/canary", json={"to": 2, "percent": 50})
+    assert started.status_code == 200, started.text
+
+    async def run() -> tuple[list[tuple[str, str | None]], dict[str, Any]]:
+        async with httpx.AsyncClient(base_url=control_stack.gateway_url, timeout=300.0,
+                                     headers={"Authorization": f"Bearer {KEYS['premium']}"}) as client:
+            streams = [asyncio.create_task(stream_chat(client, f"Count slowly from {i} to {i + 40}.", 96))
+                       for i in range(16)]
+            await asyncio.sleep(3.0)
+            assert not any(s.done() for s in streams)
+            rollback = await asyncio.to_thread(control_stack.admin.post, "/admin/v1/rollouts/chat/rollback",
+                                               json={"reason": "test rollback under load"})
+            assert rollback.status_code == 200, rollback.text
+            return await asyncio.gather(*streams), rollback.json()
+    outputs, rollback = asyncio.run(run())
+    assert len(outputs) == 16 and all(finish in ("stop", "length") for _, finish in outputs)
+    assert rollback["alias"]["weights"] == {"1": 100.0}
+    assert rollback["timings"]["routing_applied_s"] < 2.0
