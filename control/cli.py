@@ -19,6 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from control.cli_ops import ab_app, audit, keys_app, models_app, rollout_app
 from control.paths import StackPaths
 from control.stack import Listen, LocalStack, admin_token, prepare
 from control.tenants import hash_api_key
@@ -29,6 +30,11 @@ app = typer.Typer(help="Shunter: GPU inference serving — local stack and opera
                   no_args_is_help=True)
 console = Console()
 app.add_typer(sim_app, name="sim")
+app.add_typer(models_app, name="models")
+app.add_typer(rollout_app, name="rollout")
+app.add_typer(ab_app, name="ab")
+app.add_typer(keys_app, name="keys")
+app.command("audit")(audit)
 
 ConfigDir = Annotated[Path, typer.Option(help="folder with pools.yaml, models.yaml, tenants.yaml")]
 StateDir = Annotated[Path, typer.Option(help="folder for artifacts, logs and state")]
