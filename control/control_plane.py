@@ -102,11 +102,18 @@ class ControlPlane:
         return cls(settings, config, paths, registry, store, deployer, rollouts, canary)
 
     def bootstrap(self, artifacts_dir: Path) -> None:
-        """Register built artifacts where the registry has none; render every live version."""
+        """Register built artifacts where the registry has none; render every live version of each
+        model a pool serves."""
         for spec in self.config.models:
+            pools = [p for p in self.config.pools if spec.name in p.models]
+            if not pools:
+                continue
             if not self.registry.versions(spec.name):
                 push_directory(self.store, self.registry, artifacts_dir / spec.name, spec, spec.version,
                                self.settings.local_signing_key, ACTOR, "artifact built by setup")
+            if self.registry.deployment(spec.name) is None:
+                self.registry.set_deployment(spec.name, [p.name for p in pools], spec.instances,
+                                             sum(p.workers for p in pools), ACTOR, "pools.yaml at first start")
             alias = self.registry.alias(spec.name)
             if alias is None:
                 self.registry.set_alias(spec.name, {spec.version: 100.0}, "request", ACTOR, "alias.create",

@@ -74,7 +74,11 @@ class Deployer:
         return spec
 
     def workers_of(self, model: str) -> list[WorkerAddress]:
-        return [w for w in self.workers if model in w.models]
+        """The workers serving ``model``: those of the pools its deployment names (all pools
+        serving it when it has no deployment record)."""
+        deployment = self.registry.deployment(model)
+        pools = set(deployment.pools) if deployment is not None else None
+        return [w for w in self.workers if model in w.models and (pools is None or w.pool in pools)]
 
     def stage(self, model: str, version: int) -> Path:
         """The verified directory of ``version``; see the module docstring."""

@@ -191,6 +191,20 @@ def test_tampered_and_untrusted_artifacts_are_refused_and_serving_is_unchanged(
     assert {(s, v) for s, v in results} == {(200, "2")}
 
 
+def test_a_version_that_fails_to_load_is_refused_and_the_previous_versions_keep_serving(
+        control_stack: ControlStack, artifacts_dir: Path, tmp_path: Path) -> None:
+    broken = tmp_path / "broken"
+    shutil.copytree(artifacts_dir / "embed", broken, ignore=shutil.ignore_patterns(".*"))
+    weights = (broken / "model.onnx").read_bytes()
+    (broken / "model.onnx").write_bytes(weights[: len(weights) // 2])  # signed, but not a loadable model
+    assert control_stack.push(broken, "embed", 6, tmp_path).status_code == 201
+    refused = control_stack.admin.post("/admin/v1/rollouts/embed/canary", json={"to": 6, "percent": 10})
+    assert refused.status_code == 422 and refused.json()["error"]["code"] == "load", refused.text
+    assert control_stack.status("embed")["alias"]["weights"] == {"2": 100.0}
+    results = _embed_many(control_stack.gateway_url, [f"after a failed load {i}" for i in range(100)])
+    assert {(s, v) for s, v in results} == {(200, "2")}
+
+
 def test_rollback_with_sixteen_chat_streams_in_flight_completes_them_all(
         control_stack: ControlStack, artifacts_dir: Path, tmp_path: Path) -> None:
     assert control_stack.push(artifacts_dir / "chat", "chat", 2, tmp_path).status_code == 201
