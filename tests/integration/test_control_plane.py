@@ -22,8 +22,10 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from typer.testing import CliRunner
 
 from control.artifacts import S3ArtifactStore
+from control.cli import app as cli_app
 from control.integrity import generate_keypair, load_private_key, write_signed_manifest
 from control.stack import Listen, LocalStack, admin_token
 from tests.integration.conftest import KEYS, make_paths, stream_chat
@@ -226,3 +228,50 @@ def test_rollback_with_sixteen_chat_streams_in_flight_completes_them_all(
     assert len(outputs) == 16 and all(finish in ("stop", "length") for _, finish in outputs)
     assert rollback["alias"]["weights"] == {"1": 100.0}
     assert rollback["timings"]["routing_applied_s"] < 2.0
+
+
+def _shunter(*args: str) -> str:
+    result = CliRunner().invoke(cli_app, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_the_shunter_cli_pushes_rolls_out_reports_and_rolls_back(control_stack: ControlStack, artifacts_dir: Path,
+                                                                 tmp_path: Path) -> None:
+    paths = control_stack.local.paths
+    where = ["--control-url", control_stack.local.control_url, "--state-dir", str(paths.state_dir)]
+    artifact = tmp_path / "embed-v7"
+    shutil.copytree(artifacts_dir / "embed", artifact, ignore=shutil.ignore_patterns(".*"))
+    pushed = _shunter("models", "push", str(artifact), "--name", "embed", "--version", "7",
+                      "--config-dir", str(paths.config_dir), "--reason", "cli test", *where)
+    assert "embed" in pushed and (artifact / "shunter-manifest.sig").exists()
+    _shunter("rollout", "start", "embed", "--to", "7", "--canary", "20", *where)
+    results = _embed_many(control_stack.gateway_url, [f"cli canary {i}" for i in range(300)])
+    assert {v for _, v in results} == {"2", "7"}
+    status = _shunter("rollout", "status", "embed", *where)
+    assert "canary" in status and "running" in status
+    _shunter("rollout", "rollback", "embed", "--reason", "cli test done", *where)
+    assert control_stack.status("embed")["alias"]["weights"] == {"2": 100.0}
+    assert "Audit log" in _shunter("audit", "--model", "embed", *where)
+    newest = control_stack.admin.get("/admin/v1/audit", params={"subject": "embed", "limit": 20}).json()
+    assert any(e["action"] == "rollout.rollback" and e["reason"] == "cli test done" for e in newest)
+
+
+def test_an_ab_test_sticky_to_tenant_shows_each_tenant_one_variant(control_stack: ControlStack) -> None:
+    started = control_stack.admin.post("/admin/v1/rollouts/embed/ab",
+                                       json={"variants": {"2": 50, "7": 50}, "sticky": "tenant"})
+    assert started.status_code == 200, started.text
+    seen: dict[str, set[str]] = {}
+    for tier, key in KEYS.items():
+        with httpx.Client(base_url=control_stack.gateway_url, headers={"Authorization": f"Bearer {key}"},
+                          timeout=60.0) as client:
+            for i in range(20):
+                response = client.post("/v1/embeddings", json={"model": "embed", "input": [f"ab {tier} {i}"]})
+                assert response.status_code == 200, response.text
+                seen.setdefault(tier, set()).add(response.headers["x-shunter-model-version"])
+    assert all(len(versions) == 1 for versions in seen.values()), seen
+    per_variant = _wait_for(lambda: control_stack.status("embed"),
+                            lambda s: sum(v["requests"] for v in s["versions"].values()) > 0, 10)["versions"]
+    assert set(per_variant) == {"2", "7"}
+    ended = control_stack.admin.post("/admin/v1/rollouts/embed/rollback", json={"reason": "ab test over"})
+    assert ended.status_code == 200 and ended.json()["alias"]["weights"] == {"2": 100.0}
