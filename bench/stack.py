@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,7 +90,7 @@ def check_running(options: StackOptions, timeout_s: float = 5.0) -> None:
 
 
 @contextlib.contextmanager
-def bench_stack(options: StackOptions, log: object = print) -> Iterator[Endpoints]:
+def bench_stack(options: StackOptions, log: Callable[[str], None] = print) -> Iterator[Endpoints]:
     """See the module docstring."""
     if options.use_running:
         check_running(options)

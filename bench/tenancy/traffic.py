@@ -11,8 +11,9 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
@@ -94,7 +95,7 @@ async def embed(client: httpx.AsyncClient, tenant: str, key: str, texts: list[st
 
 
 async def open_loop(rate_per_s: float, duration_s: float,
-                    make: Callable[[int], Awaitable[Observation]]) -> list[asyncio.Task[Observation]]:
+                    make: Callable[[int], Coroutine[Any, Any, Observation]]) -> list[asyncio.Task[Observation]]:
     """Start ``make(i)`` at ``i / rate_per_s`` for ``duration_s``; return the tasks (not awaited)."""
     tasks: list[asyncio.Task[Observation]] = []
     start = time.perf_counter()
