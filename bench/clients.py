@@ -6,12 +6,14 @@ the answer arrived and looked right; otherwise it raises ``BadResponse`` (or the
 error). Request bodies and tensors are built once up front, so the client's own work per request
 is the same small amount on both paths: send, receive, parse, check.
 
-Per request: embed = 1 sentence, rerank = 1 query x 8 documents (top 3), vision = 1 JPEG photo
-(KServe v2 binary tensor extension through the gateway), tabular = 1 row of 64 features.
+Per request: embed = 1 sentence (``encoding_format: base64``, the openai SDK's default), rerank =
+1 query x 8 documents (top 3), vision = 1 JPEG photo (KServe v2 binary tensor extension through
+the gateway), tabular = 1 row of 64 features.
 """
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable
 from typing import Any
 
@@ -75,7 +77,9 @@ class GatewayClient:
         self._timeout_s = timeout_s
         self._session: aiohttp.ClientSession | None = None
         self._bodies: dict[str, list[tuple[bytes, dict[str, str]]]] = {
-            "embed": [(orjson.dumps({"model": "embed", "input": [s]}), _JSON) for s in workload.sentences],
+            # base64, as the official openai SDK asks by default (4 bytes per dimension, no floats to print)
+            "embed": [(orjson.dumps({"model": "embed", "input": [s], "encoding_format": "base64"}), _JSON)
+                      for s in workload.sentences],
             "rerank": [(orjson.dumps({"model": "rerank", "query": q, "documents": list(workload.documents),
                                       "top_n": RERANK_TOP_N}), _JSON) for q in workload.queries],
             "vision": [_kserve_binary_image(image) for image in workload.images],
@@ -130,7 +134,8 @@ def _kserve_binary_image(image: bytes) -> tuple[bytes, dict[str, str]]:
 
 def _check_embedding(answer: Any) -> None:
     data = answer.get("data") or [{}]
-    _check(len(data) == 1 and len(data[0].get("embedding", ())) == EMBED_DIM, "embedding shape")
+    vector = np.frombuffer(base64.b64decode(data[0].get("embedding", "")), dtype="<f4")
+    _check(len(data) == 1 and vector.shape == (EMBED_DIM,), "embedding shape")
 
 
 def _check_rerank(answer: Any) -> None:

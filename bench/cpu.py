@@ -1,8 +1,10 @@
-"""CPU time of a process and its descendants, from /proc (Linux).
+"""CPU time of a process and its descendants, from /proc (Linux), and pinning them to CPUs.
 
 On a shared, noisy 2-core host the CPU a component spends per request is steadier than its
 throughput: ``CpuMeter(pid).seconds()`` is the user+system time so far of ``pid`` and every
 process below it (Triton's python-backend stubs are children of tritonserver).
+``pin_tree(pid, cpus)`` sets the CPU affinity of every thread of ``pid`` and its descendants
+(threads they start later inherit it), to emulate components on hosts of their own.
 """
 
 from __future__ import annotations
@@ -11,6 +13,42 @@ import os
 from pathlib import Path
 
 _TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+
+
+def _processes() -> dict[int, tuple[int, float]]:
+    stats = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            found = _stat(int(entry.name))
+            if found is not None:
+                stats[int(entry.name)] = found
+    return stats
+
+
+def _tree(pid: int, stats: dict[int, tuple[int, float]]) -> list[int]:
+    """``pid`` and its living descendants."""
+    found, frontier, seen = [], [pid], set()
+    while frontier:
+        current = frontier.pop()
+        if current in seen or current not in stats:
+            continue
+        seen.add(current)
+        found.append(current)
+        frontier.extend(child for child, (parent, _) in stats.items() if parent == current)
+    return found
+
+
+def pin_tree(pid: int, cpus: set[int]) -> int:
+    """Pin every thread of ``pid`` and its descendants to ``cpus``; return the threads pinned."""
+    pinned = 0
+    for process in _tree(pid, _processes()):
+        for task in Path(f"/proc/{process}/task").iterdir():
+            try:
+                os.sched_setaffinity(int(task.name), cpus)
+                pinned += 1
+            except (ProcessLookupError, PermissionError):
+                continue
+    return pinned
 
 
 def _stat(pid: int) -> tuple[int, float] | None:
@@ -29,19 +67,5 @@ class CpuMeter:
 
     def seconds(self) -> float:
         """CPU seconds used so far by ``pid`` and its living descendants."""
-        stats = {}
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                found = _stat(int(entry.name))
-                if found is not None:
-                    stats[int(entry.name)] = found
-        total, frontier = 0.0, [self.pid]
-        seen = set()
-        while frontier:
-            pid = frontier.pop()
-            if pid in seen or pid not in stats:
-                continue
-            seen.add(pid)
-            total += stats[pid][1]
-            frontier.extend(child for child, (parent, _) in stats.items() if parent == pid)
-        return total
+        stats = _processes()
+        return sum(stats[pid][1] for pid in _tree(self.pid, stats))

@@ -27,7 +27,7 @@ def summarize_cell(gateway: list[RunResult], direct: list[RunResult]) -> dict[st
             "requests": sum(r.requests for r in runs),
             "cpu_ms_per_request": {
                 name: median([r.cpu_ms_per_request[name] for r in runs if name in r.cpu_ms_per_request])
-                for name in ("gateway", "triton")},
+                for name in ("gateway", "triton", "load_generator")},
         }
     gw, di = summary["gateway"], summary["direct"]
     summary["ratio"] = gw["rps"] / di["rps"] if di["rps"] else math.nan
@@ -94,12 +94,14 @@ def _batched_table(cells: list[dict[str, Any]]) -> list[str]:
 def _cpu_table(cells: list[dict[str, Any]]) -> list[str]:
     """CPU ms per request by component and path (only when the harness started the stack)."""
     lines = ["| model | clients | gw path: gateway CPU ms/req | gw path: Triton CPU ms/req | "
-             "direct path: Triton CPU ms/req |", "|---|---:|---:|---:|---:|"]
+             "gw path: load generator CPU ms/req | direct path: Triton CPU ms/req | "
+             "direct path: load generator CPU ms/req |", "|---|---:|---:|---:|---:|---:|---:|"]
     for cell in cells:
         gw = cell["summary"]["gateway"].get("cpu_ms_per_request", {})
         di = cell["summary"]["direct"].get("cpu_ms_per_request", {})
         lines.append(f"| {cell['model']} | {cell['clients']} | {_num(gw.get('gateway', math.nan), 2)} | "
-                     f"{_num(gw.get('triton', math.nan), 2)} | {_num(di.get('triton', math.nan), 2)} |")
+                     f"{_num(gw.get('triton', math.nan), 2)} | {_num(gw.get('load_generator', math.nan), 2)} | "
+                     f"{_num(di.get('triton', math.nan), 2)} | {_num(di.get('load_generator', math.nan), 2)} |")
     return lines
 
 

@@ -29,7 +29,7 @@ import typer
 
 from bench.chat import ChatRun, DirectChat, GatewayChat, StreamTiming, run_streams
 from bench.clients import BATCHED_MODELS, DirectClient, GatewayClient, gateway_http
-from bench.cpu import CpuMeter
+from bench.cpu import CpuMeter, pin_tree
 from bench.load import RunResult, closed_loop
 from bench.report import machine_facts, markdown, summarize_cell, summarize_chat
 from bench.stack import BENCH_RESULTS, Endpoints, StackOptions, bench_stack
@@ -104,8 +104,9 @@ async def measure_batched(endpoints: Endpoints, settings: Settings, workload: Wo
 
 
 def _cpu_seconds(endpoints: Endpoints) -> dict[str, float]:
-    """CPU seconds so far of the gateway and of the Triton worker (with its stubs), if known."""
-    pids = {"gateway": endpoints.gateway_pid, "triton": endpoints.triton_pid}
+    """CPU seconds so far of the gateway, of the Triton worker (with its stubs), if known, and of
+    this load generator."""
+    pids = {"gateway": endpoints.gateway_pid, "triton": endpoints.triton_pid, "load_generator": os.getpid()}
     return {name: CpuMeter(pid).seconds() for name, pid in pids.items() if pid is not None}
 
 
@@ -208,6 +209,8 @@ def main(
     gateway_url: Annotated[str, Opt(help="With --use-running-stack.")] = StackOptions.gateway_url,
     triton_grpc: Annotated[str, Opt(help="With --use-running-stack.")] = StackOptions.triton_grpc,
     triton_http: Annotated[str, Opt(help="With --use-running-stack.")] = StackOptions.triton_http,
+    pin: Annotated[bool, Opt(help="Pin Triton to the last CPU and the gateway and this load generator to "
+                                  "the others, as if Triton had a host of its own (needs >= 2 CPUs).")] = False,
 ) -> None:
     """Gateway vs direct Triton, side by side; see the module docstring."""
     chosen = [m.strip() for m in models.split(",") if m.strip()]
@@ -224,11 +227,25 @@ def main(
                     out, markdown_path)
     with bench_stack(options, log=lambda m: log(str(m))) as endpoints:
         report.result["endpoints"] = dataclasses.asdict(endpoints)
+        if pin:
+            report.result["pinning"] = pin_components(endpoints)
         log(f"measuring {chosen} against {endpoints}")
         asyncio.run(measure(endpoints, settings, report))
     report.result["elapsed_s"] = round(time.time() - started.timestamp(), 1)
     report.save(partial=False)
     log(f"wrote {out} and {markdown_path}")
+
+
+def pin_components(endpoints: Endpoints) -> dict[str, Any]:
+    """Triton (and its stubs) on the last CPU; the gateway and the load generator on the rest."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2 or endpoints.triton_pid is None or endpoints.gateway_pid is None:
+        raise typer.BadParameter("--pin needs at least 2 CPUs and a stack started by the harness")
+    triton_cpus, rest = {cpus[-1]}, set(cpus[:-1])
+    threads = {"triton": pin_tree(endpoints.triton_pid, triton_cpus),
+               "gateway": pin_tree(endpoints.gateway_pid, rest), "load_generator": pin_tree(os.getpid(), rest)}
+    log(f"pinned Triton to CPUs {sorted(triton_cpus)}, gateway and load generator to {sorted(rest)}: {threads}")
+    return {"triton_cpus": sorted(triton_cpus), "other_cpus": sorted(rest), "threads": threads}
 
 
 def _public(settings: Settings) -> dict[str, Any]:

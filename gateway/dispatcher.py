@@ -123,7 +123,8 @@ class Dispatcher:
         self._schedule_now()
         if request.deadline_s < self._driver_wakes_s:
             self._wake.set()  # the driver sleeps past this deadline: let it re-plan its sleep
-        watcher = asyncio.ensure_future(client_gone()) if client_gone is not None else None
+        # Most requests are dispatched by the pass above: no disconnect watcher task for those.
+        watcher = asyncio.ensure_future(client_gone()) if client_gone is not None and not future.done() else None
         try:
             if watcher is not None:
                 racing: set[asyncio.Future[Any]] = {future, watcher}
