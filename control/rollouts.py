@@ -25,7 +25,15 @@ from typing import Any
 from control.control_config import CanarySettings, RolloutSettings
 from control.deployer import Deployer, DeployError
 from control.gateway_probe import GatewayReading, wait_until
-from control.registry import AliasRecord, Registry, RegistryConflictError, RolloutRecord, RolloutStatus
+from control.registry import (
+    AliasRecord,
+    Registry,
+    RegistryConflictError,
+    RegistryValidationError,
+    RolloutRecord,
+    RolloutStatus,
+    validate_weights,
+)
 
 
 class RolloutError(RuntimeError):
@@ -79,6 +87,10 @@ class RolloutManager:
             weights[baseline] = weights.get(baseline, 0.0) + 100.0 - sum(candidates.values())
             if baseline in candidates and kind == "canary":
                 raise RolloutError("same_version", f"version {baseline} is already live")
+            try:
+                weights = validate_weights(weights)
+            except RegistryValidationError as exc:
+                raise RolloutError("bad_weights", str(exc), 422) from exc
             started = time.monotonic()
             try:
                 self.deployer.serve(model, weights, reason=f"{kind} of {model}")
