@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -29,12 +30,14 @@ import typer
 
 from bench.chat import GatewayChat, StreamTiming, run_streams
 from bench.clients import gateway_http
+from bench.cpu import renice_tree
 from bench.report import machine_facts
 from bench.run import command_line, log
 from bench.stack import BENCH_RESULTS, StackOptions, bench_stack
 from control.paths import StackPaths
 
 app = typer.Typer(add_completion=False)
+YIELD_NICE = 10
 LONG_USER = "Write a very long, detailed story about a lighthouse keeper and a storm."
 SHORT_USER = "What is 2+2?"
 
@@ -176,7 +179,10 @@ def main(out: Annotated[Path, typer.Option(help="JSON report.")] = BENCH_RESULTS
          warmup_s: Annotated[float, typer.Option(min=0.0, help="Seconds before counting.")] = 4.0,
          duration_s: Annotated[float, typer.Option(min=1.0, help="Seconds counted per run.")] = 12.0,
          streams: Annotated[str, typer.Option(help="Concurrent stream counts.")] = "1,4,8,16",
-         api_key: Annotated[str, typer.Option()] = "demo-premium-key") -> None:
+         api_key: Annotated[str, typer.Option()] = "demo-premium-key",
+         yield_to_engine: Annotated[bool, typer.Option(
+             help="Run the gateway and this load generator at nice 10, so the engine's threads get a "
+                  "core whenever they are runnable, as on a worker host of their own.")] = False) -> None:
     """See the module docstring."""
     counts = [int(s) for s in streams.split(",") if s.strip()]
     result: dict[str, Any] = {"command": command_line(), "machine": machine_facts(), "served": [], "ceiling": [],
@@ -189,6 +195,10 @@ def main(out: Annotated[Path, typer.Option(help="JSON report.")] = BENCH_RESULTS
         (state / "artifacts").symlink_to(StackPaths().artifacts.resolve())
         options = StackOptions(config_dir=Path(tmp) / "config", repository=Path(tmp) / "repository", state_dir=state)
         with bench_stack(options, log=lambda m: log(str(m))) as endpoints:
+            if yield_to_engine and endpoints.gateway_pid is not None:
+                for pid in (endpoints.gateway_pid, os.getpid()):
+                    renice_tree(pid, YIELD_NICE)
+                result["settings"]["gateway_and_load_generator_nice"] = YIELD_NICE
             asyncio.run(_measure(endpoints.gateway_url, api_key, counts, repeats, (warmup_s, duration_s), result))
     result["elapsed_s"] = round(time.time() - started, 1)
     result["summary"] = summarize(result, counts)

@@ -4,12 +4,14 @@ On a shared, noisy 2-core host the CPU a component spends per request is steadie
 throughput: ``CpuMeter(pid).seconds()`` is the user+system time so far of ``pid`` and every
 process below it (Triton's python-backend stubs are children of tritonserver).
 ``pin_tree(pid, cpus)`` sets the CPU affinity of every thread of ``pid`` and its descendants
-(threads they start later inherit it), to emulate components on hosts of their own.
+(threads they start later inherit it), and ``renice_tree(pid, nice)`` their nice value, to
+emulate components on hosts of their own.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 _TICKS_PER_S = os.sysconf("SC_CLK_TCK")
@@ -38,17 +40,28 @@ def _tree(pid: int, stats: dict[int, tuple[int, float]]) -> list[int]:
     return found
 
 
-def pin_tree(pid: int, cpus: set[int]) -> int:
-    """Pin every thread of ``pid`` and its descendants to ``cpus``; return the threads pinned."""
-    pinned = 0
+def _each_thread(pid: int, apply: Callable[[int], None]) -> int:
+    """Call ``apply(tid)`` for every thread of ``pid`` and its descendants; return how many."""
+    done = 0
     for process in _tree(pid, _processes()):
         for task in Path(f"/proc/{process}/task").iterdir():
             try:
-                os.sched_setaffinity(int(task.name), cpus)
-                pinned += 1
+                apply(int(task.name))
+                done += 1
             except (ProcessLookupError, PermissionError):
                 continue
-    return pinned
+    return done
+
+
+def pin_tree(pid: int, cpus: set[int]) -> int:
+    """Pin every thread of ``pid`` and its descendants to ``cpus``; return the threads pinned."""
+    return _each_thread(pid, lambda tid: os.sched_setaffinity(tid, cpus))
+
+
+def renice_tree(pid: int, nice: int) -> int:
+    """Set the nice value of every thread of ``pid`` and its descendants (Linux niceness is per
+    thread; threads started later inherit their creator's); return the threads changed."""
+    return _each_thread(pid, lambda tid: os.setpriority(os.PRIO_PROCESS, tid, nice))
 
 
 def _stat(pid: int) -> tuple[int, float] | None:
