@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 from control.config import ConfigError, StackConfig, WorkloadKind, read_yaml
 from scheduling.admission import AdmissionConfig
@@ -52,6 +52,7 @@ class SchedulingFile(_Strict):
     tier_budget_share: dict[Tier, Annotated[float, Field(gt=0, le=1)]] = Field(default_factory=dict)
     slo: dict[Tier, _SloEntry]
     shed_wait_s: dict[Tier, Positive | None] = Field(default_factory=dict)
+    expire_at_ttft: StrictBool = True  # expire a queued request once it cannot meet its ttft_s (fair policy)
     capacity_profiles: dict[str, _Profile]
 
 
@@ -96,6 +97,6 @@ def load_scheduling(path: Path, stack: StackConfig, policy: Policy | None = None
             raise ConfigError(f"{path}: pool {pool.name} uses profile '{pool.profile_name}', which is not defined")
     shed = {tier: parsed.shed_wait_s.get(tier) for tier in Tier}
     config = SchedulerConfig(policy=policy or parsed.policy, max_queued=parsed.max_queued,
-                             admission=AdmissionConfig(shed_wait_s=shed))
+                             admission=AdmissionConfig(shed_wait_s=shed), expire_at_ttft=parsed.expire_at_ttft)
     slo = {tier: Slo(**entry.model_dump()) for tier, entry in parsed.slo.items()}
     return SchedulingSettings(config, slo, profiles, _limits(stack, parsed))

@@ -25,10 +25,12 @@ CONCURRENCY_RETRY_S = 1.0
 
 @dataclass(frozen=True)
 class WaitEstimate:
-    """The scheduler's estimate for one request: backlog ahead of it and the speed that drains it."""
+    """The scheduler's estimate for one request: backlog ahead of it, the speed that drains it, and
+    the least time the request itself takes to its first output once started (``service_s``)."""
 
     tokens_ahead: float
     service_tokens_per_s: float
+    service_s: float = 0.0
 
     @property
     def predicted_wait_s(self) -> float:
@@ -115,7 +117,9 @@ class AdmissionControl:
                    "service_tokens_per_s": estimate.service_tokens_per_s}
         retry_s = wait_s if wait_s != float("inf") else None
         slo_s = request.ttft_slo_s if request.ttft_slo_s is not None else float("inf")
-        if now + wait_s > request.deadline_s or wait_s > slo_s:
+        service_s = estimate.service_s
+        late = wait_s > slo_s or service_s <= slo_s < wait_s + service_s
+        if now + wait_s > request.deadline_s or late:
             return Rejected(request.request_id, RejectReason.PREDICTED_SLO_MISS, retry_s,
                             {**signals, "deadline_in_s": request.deadline_s - now, "ttft_slo_s": slo_s})
         limit = self.config.shed_wait_s.get(request.tier)

@@ -11,13 +11,20 @@ Two policies share this code: ``fair`` (quotas, tier bands, VTC, EDF, predicted-
 tier shedding, per-tier shares of each worker's budget, cost-aware placement) and ``fifo``
 (arrival order, no quotas, no admission estimate, least-loaded worker; the baseline). Both expire
 queued requests at their deadline, so none is dispatched late.
+
+TTFT expiry (``fair``, ``SchedulerConfig.expire_at_ttft``): a request that an idle worker could
+serve within its TTFT objective also expires as soon as it can no longer meet it: its expiry time is
+the objective minus the fastest feasible worker's prefill time, and at dispatch a request whose
+predicted first token on the chosen worker falls past the objective expires instead of being
+sent (capacity under overload goes to requests that can still meet their SLO). A request that
+could never meet the objective is served best effort, bounded by its deadline only.
 """
 
 from __future__ import annotations
 
 import heapq
 import random
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -35,8 +42,9 @@ from scheduling.outcomes import (
     SchedulePlan,
 )
 from scheduling.placement import Endpoint, Placement, fair_placement, least_loaded_placement
+from scheduling.placement.latency import predicted_latency_s, prefill_time_s
+from scheduling.queued_work import QueuedWork
 from scheduling.requests import Request, RequestKind
-from scheduling.tenants import Tier
 from scheduling.workers import ModelLimits, ServiceRate, WorkerLoad, WorkerView
 
 NO_WORKER_RETRY_S = 5.0
@@ -53,6 +61,7 @@ class SchedulerConfig:
     policy: Policy = Policy.FAIR
     max_queued: int = 4096
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)
+    expire_at_ttft: bool = True  # fair policy: expire a queued request once it cannot meet its TTFT objective
 
 
 @dataclass(frozen=True)
@@ -71,7 +80,7 @@ class Scheduler:
         self.config = config
         fair = config.policy is Policy.FAIR
         self.limits = dict(limits) if fair else {
-            name: replace(limit, tier_share={}) for name, limit in limits.items()}
+            name: replace(limit, tier_share={}, max_prefill_line_s=None) for name, limit in limits.items()}
         default_queue = FairQueue() if fair else FifoQueue()
         self.queue: FairQueue | FifoQueue = queue if queue is not None else default_queue
         admission = config.admission if fair else AdmissionConfig(
@@ -83,10 +92,13 @@ class Scheduler:
         self.loads: dict[str, WorkerLoad] = {}
         self.in_flight: dict[str, InFlight] = {}
         self._rates: dict[tuple[str, str], ServiceRate] = {}
-        self._queued_units: dict[tuple[str, Tier], float] = {}
+        self.queued_work = QueuedWork(fair=fair and queue is None)
         self._output_ratio: dict[str, float] = {}
         self._deadlines: list[tuple[float, str]] = []
+        self._ttft_bound: dict[str, float] = {}  # request id -> time its first token is due (TTFT expiry)
         self._shed: list[Rejected] = []
+        self._late: list[Expired] = []
+        self._expire_at_ttft = fair and config.expire_at_ttft
 
     # -- workers ---------------------------------------------------------------------------------
     def update_workers(self, views: Iterable[WorkerView]) -> None:
@@ -107,9 +119,9 @@ class Scheduler:
         limits = self.limits.get(model)
         return limits.kind if limits is not None else RequestKind.BATCHED
 
-    def endpoints(self, model: str) -> list[Endpoint]:
+    def endpoints(self, model: str, now: float = 0.0) -> list[Endpoint]:
         limits = self.limits.get(model, ModelLimits(model, RequestKind.BATCHED))
-        return [Endpoint(view, self.loads[view.worker_id], limits, self.rate(view.worker_id, model).tokens_per_s)
+        return [Endpoint(view, self.loads[view.worker_id], limits, self.rate(view.worker_id, model).tokens_per_s, now)
                 for view in self.views.values() if model in view.ready_models]
 
     # -- admission -------------------------------------------------------------------------------
@@ -118,17 +130,20 @@ class Scheduler:
         units = request.prefill_tokens + request.max_output_tokens * ratio
         return (units or request.rows) * request.cost_factor
 
-    def estimate(self, request: Request, endpoints: Iterable[Endpoint]) -> WaitEstimate:
-        """Backlog queued ahead of ``request`` (its band and above) over the feasible workers' speed."""
-        bands = TIERS_IN_ORDER[: TIERS_IN_ORDER.index(request.tier) + 1]
-        ahead = sum(self._queued_units.get((request.model, tier), 0.0) for tier in bands)
-        return WaitEstimate(ahead, sum(e.tokens_per_s for e in endpoints))
+    def estimate(self, request: Request, endpoints: Sequence[Endpoint]) -> WaitEstimate:
+        """Work the queue serves before ``request`` (``QueuedWork.ahead_of``) over the feasible
+        workers' speed, and the least time its own prefill takes (on the fastest of them, idle)."""
+        ahead = self.queued_work.ahead_of(request, self._expected_units(request))
+        service_s = 0.0
+        if request.kind is RequestKind.LLM and endpoints:
+            service_s = min((request.prefill_tokens + 1.0) / e.view.profile.prefill_tokens_per_s for e in endpoints)
+        return WaitEstimate(ahead, sum(e.tokens_per_s for e in endpoints), service_s)
 
     def submit(self, request: Request, now: float) -> Admission:
         """Admit ``request`` into the queue, or reject it with the reason and its signals."""
         if request.request_id in self.queue or request.request_id in self.in_flight:
             raise ValueError(f"request {request.request_id} was already submitted")
-        feasible = self.placement.feasible(request, self.endpoints(request.model))
+        feasible = self.placement.feasible(request, self.endpoints(request.model, now))
         if isinstance(feasible, RejectReason):
             retry = NO_WORKER_RETRY_S if feasible is RejectReason.NO_WORKER else None
             return Rejected(request.request_id, feasible, retry, {"context_tokens": request.context_tokens})
@@ -140,7 +155,7 @@ class Scheduler:
             self.admission.release(request, request.cost_tokens, now)
             return Rejected(request.request_id, RejectReason.QUEUE_FULL, estimate.predicted_wait_s,
                             {"queued": float(len(self.queue)), "max_queued": float(self.config.max_queued)})
-        self._enqueue(request)
+        self._enqueue(request, estimate.service_s)
         return Admitted(request.request_id, estimate.predicted_wait_s)
 
     def _make_room(self, request: Request, now: float) -> bool:
@@ -157,18 +172,22 @@ class Scheduler:
                                    {"queued": float(len(self.queue)), "shed_for_tier": float(rank(request.tier))}))
         return True
 
-    def _enqueue(self, request: Request) -> None:
+    def _enqueue(self, request: Request, service_s: float) -> None:
         self.queue.push(request)
-        key = (request.model, request.tier)
-        self._queued_units[key] = self._queued_units.get(key, 0.0) + self._expected_units(request)
-        heapq.heappush(self._deadlines, (request.deadline_s, request.request_id))
+        self.queued_work.add(request, self._expected_units(request))
+        expires_s = request.deadline_s
+        slo_s = request.ttft_slo_s
+        if self._expire_at_ttft and slo_s is not None and service_s <= slo_s:
+            self._ttft_bound[request.request_id] = request.arrival_s + slo_s
+            expires_s = min(expires_s, request.arrival_s + slo_s - service_s)
+        heapq.heappush(self._deadlines, (expires_s, request.request_id))
 
     def _dequeue(self, request_id: str, now: float, release: bool = True) -> Request | None:
         request = self.queue.remove(request_id)
         if request is None:
             return None
-        key = (request.model, request.tier)
-        self._queued_units[key] = max(0.0, self._queued_units.get(key, 0.0) - self._expected_units(request))
+        self._ttft_bound.pop(request_id, None)
+        self.queued_work.remove(request_id)
         if release:
             self.admission.release(request, request.cost_tokens, now)
         return request
@@ -180,23 +199,32 @@ class Scheduler:
         expired = self._expire(now)
         dispatches: list[Dispatch] = []
         blocked: set[tuple[str, frozenset[str]]] = set()
-        for _ in range(len(self.queue)):
+        while self.queue:
             dispatch = self._dispatch_next(blocked, now)
             if dispatch is None:
                 break
             dispatches.append(dispatch)
         shed, self._shed = tuple(self._shed), []
-        return SchedulePlan(tuple(dispatches), tuple(expired), shed)
+        late, self._late = self._late, []
+        return SchedulePlan(tuple(dispatches), tuple(expired + late), shed)
 
     def _dispatch_next(self, blocked: set[tuple[str, frozenset[str]]], now: float) -> Dispatch | None:
+        """Place the first candidate that a worker takes; a candidate that would miss its TTFT
+        objective on that worker expires instead (TTFT expiry)."""
         for request in self.queue.candidates(lambda lane: lane in blocked):
-            endpoint = self.placement.place(request, self.endpoints(request.model))
+            endpoint = self.placement.place(request, self.endpoints(request.model, now))
             if endpoint is None:
                 blocked.add(lane_of(request))
                 continue
+            due_s = self._ttft_bound.get(request.request_id)
+            if due_s is not None and now + predicted_latency_s(request, endpoint) > due_s:
+                self._dequeue(request.request_id, now)
+                self._late.append(Expired(request.request_id, now + predicted_latency_s(request, endpoint) - due_s))
+                continue
             self._dequeue(request.request_id, now, release=False)
             self.queue.charge(request)
-            self.loads[endpoint.worker_id].add(request, now)
+            prefill_s = prefill_time_s(request, endpoint) if request.kind is RequestKind.LLM else 0.0
+            self.loads[endpoint.worker_id].add(request, now, prefill_s)
             self.in_flight[request.request_id] = InFlight(request, endpoint.worker_id, endpoint.view.pool, now)
             return Dispatch(request.request_id, endpoint.worker_id, endpoint.view.pool, now - request.arrival_s)
         return None
@@ -249,7 +277,7 @@ class Scheduler:
         if target is None:
             return None
         ahead = [r for r in ordered[: ordered.index(target)] if r.model == target.model]
-        speed = sum(e.tokens_per_s for e in self.endpoints(target.model))
+        speed = sum(e.tokens_per_s for e in self.endpoints(target.model, now))
         units = sum(self._expected_units(r) for r in ahead)
         start = now + (units / speed if speed > 0 else float("inf"))
         return QueueStatus(position=len(ahead), estimated_start_s=start)

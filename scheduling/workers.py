@@ -29,6 +29,7 @@ class ModelLimits:
     instances: int = 1
     rows_per_instance: int = 2
     tier_share: Mapping[Tier, float] = field(default_factory=dict)
+    max_prefill_line_s: float | None = None  # LLM: predicted prompt time queued in the engine, at most
 
     def share(self, tier: Tier) -> float:
         """Part of a worker's budget that requests of ``tier`` may fill (the rest stays free for
@@ -95,6 +96,7 @@ class ModelLoad:
     completed_tokens: float = 0.0
     busy_s: float = 0.0
     last_change_s: float | None = None
+    prefill_until_s: float = 0.0  # when the prompts dispatched so far should all be prefilled (predicted)
 
     def advance(self, now: float) -> None:
         """Add the busy time since the last change (the model had requests in flight)."""
@@ -116,9 +118,12 @@ class WorkerLoad:
     def kv_tokens(self) -> int:
         return sum(load.tokens for load in self.by_model.values())
 
-    def add(self, request: Request, now: float) -> None:
+    def add(self, request: Request, now: float, prefill_s: float = 0.0) -> None:
+        """Count ``request`` in flight; its prompt joins the worker's prefill line, which the engine
+        works through in dispatch order (``prefill_s``: its predicted prefill time there)."""
         load = self.model(request.model)
         load.advance(now)
+        load.prefill_until_s = max(now, load.prefill_until_s) + prefill_s
         load.requests += 1
         load.tokens += request.context_tokens if request.kind is RequestKind.LLM else 0
         load.rows += request.rows
@@ -131,8 +136,15 @@ class WorkerLoad:
         load.requests = max(0, load.requests - 1)
         load.tokens = max(0, load.tokens - (request.context_tokens if request.kind is RequestKind.LLM else 0))
         load.rows = max(0, load.rows - request.rows)
+        if load.requests == 0:
+            load.prefill_until_s = min(load.prefill_until_s, now)  # nothing left in the engine's line
         busy, load.busy_s = load.busy_s, 0.0
         return busy
+
+
+def prefill_backlog_s(load: ModelLoad, now: float) -> float:
+    """Predicted seconds before a prompt dispatched now starts its prefill (the prompts ahead)."""
+    return max(0.0, load.prefill_until_s - now) if load.requests else 0.0
 
 
 def kv_capacity_tokens(view: WorkerView) -> int:
@@ -140,6 +152,17 @@ def kv_capacity_tokens(view: WorkerView) -> int:
     if view.kv_total_tokens:
         return min(view.profile.max_batch_tokens, view.kv_total_tokens)
     return view.profile.max_batch_tokens
+
+
+def line_fits(request: Request, load: WorkerLoad, limits: ModelLimits, now: float) -> bool:
+    """True when the engine's line of prompts not yet prefilled is shorter than the model's bound
+    (times the tier's share), so the backlog stays in the gateway's fair queue and a quiet tenant's
+    prompt is not queued inside the engine behind a busy tenant's; a worker with nothing in flight
+    always takes a request."""
+    bound = limits.max_prefill_line_s
+    if bound is None or request.kind is not RequestKind.LLM:
+        return True
+    return prefill_backlog_s(load.model(request.model), now) < bound * limits.share(request.tier)
 
 
 def budget_fits(request: Request, view: WorkerView, load: WorkerLoad, limits: ModelLimits) -> bool:

@@ -11,7 +11,7 @@ from scheduling.workers import ModelLimits, WorkerView
 from simulator.driver import WorkerSpec
 from simulator.hardware import GPUS, MODELS, GpuSpec
 from simulator.perf import BatchedPerf, LlmPerf, diffusion_perf, resnet50_perf
-from simulator.tenancy import MODEL, TIER_SHARE
+from simulator.tenancy import MODEL, PREFILL_LINE_S, TIER_SHARE
 
 DEFAULT_MODEL = "llama-3-8b"
 
@@ -56,7 +56,7 @@ def build_pool(mix: Mapping[str, int], model: str = DEFAULT_MODEL, lazy_timeouts
 
 
 def model_limits() -> dict[str, ModelLimits]:
-    return {MODEL: ModelLimits(MODEL, RequestKind.LLM, tier_share=dict(TIER_SHARE))}
+    return {MODEL: ModelLimits(MODEL, RequestKind.LLM, tier_share=dict(TIER_SHARE), max_prefill_line_s=PREFILL_LINE_S)}
 
 
 VISION_MODEL = "resnet50"

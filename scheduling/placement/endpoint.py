@@ -9,12 +9,14 @@ from scheduling.workers import ModelLimits, WorkerLoad, WorkerView
 
 @dataclass(frozen=True)
 class Endpoint:
-    """A worker with what the scheduler has in flight on it and its observed speed for the model."""
+    """A worker with what the scheduler has in flight on it and its observed speed for the model,
+    as of ``now_s`` (the driver's clock when the snapshot was taken)."""
 
     view: WorkerView
     load: WorkerLoad
     limits: ModelLimits
     tokens_per_s: float
+    now_s: float = 0.0
 
     @property
     def worker_id(self) -> str:

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from scheduling.placement.endpoint import Endpoint
-from scheduling.placement.latency import predicted_latency_s
+from scheduling.placement.latency import predicted_latency_s, ttft_left_s
 from scheduling.requests import Request
-from scheduling.workers import budget_fits
+from scheduling.workers import budget_fits, line_fits
 
 
 class Filter(Protocol):
@@ -64,22 +64,24 @@ class ContextFits:
 
 @dataclass(frozen=True)
 class HasBudget:
-    """Dispatching now keeps the worker within its KV / row budget."""
+    """Dispatching now keeps the worker within its KV / row budget and its prefill line bound."""
 
     name: str = "has_budget"
 
     def __call__(self, request: Request, endpoints: Sequence[Endpoint]) -> list[Endpoint]:
-        return [e for e in endpoints if budget_fits(request, e.view, e.load, e.limits)]
+        return [e for e in endpoints
+                if budget_fits(request, e.view, e.load, e.limits) and line_fits(request, e.load, e.limits, e.now_s)]
 
 
 @dataclass(frozen=True)
 class MeetsSlo:
-    """Soft: keep the endpoints predicted to meet the request's TTFT objective, if any do."""
+    """Soft: keep the endpoints predicted to meet the request's TTFT objective (what is left of it
+    after its queue wait), if any do."""
 
     name: str = "meets_slo"
 
     def __call__(self, request: Request, endpoints: Sequence[Endpoint]) -> list[Endpoint]:
         if request.ttft_slo_s is None:
             return list(endpoints)
-        meeting = [e for e in endpoints if predicted_latency_s(request, e) <= request.ttft_slo_s]
+        meeting = [e for e in endpoints if predicted_latency_s(request, e) <= (ttft_left_s(request, e) or 0.0)]
         return meeting or list(endpoints)

@@ -1,26 +1,39 @@
 """Predicted time to first output of a request on an endpoint.
 
-LLM (continuous batching): the request's prompt is prefilled in steps that also decode one token
-for each sequence already running, so the work before its first token is its prompt plus one
-token per running sequence, at the profile's prefill speed scaled down by how the worker's
-observed speed compares with its profile (never up: a busy worker's aggregate speed rises with
-its batch, which must not make it look faster to the next request). Batched models: the rows in
-flight plus the request's, at the worker's observed speed.
+LLM (continuous batching): the engine prefills prompts in the order they were dispatched, in steps
+that also decode one token for each sequence already running. A prompt dispatched now therefore
+waits for the prompts still ahead of it on that worker (``prefill_backlog_s``, tracked by the
+scheduler as it dispatches) and then takes its own tokens plus one per running sequence at the
+profile's prefill speed. The worker's observed aggregate speed is deliberately not used: it grows
+with the batch, so it would make a busy worker look faster and draw yet more work to it.
+Batched models: the rows in flight plus the request's, at the worker's observed speed.
 """
 
 from __future__ import annotations
 
 from scheduling.placement.endpoint import Endpoint
 from scheduling.requests import Request, RequestKind
+from scheduling.workers import prefill_backlog_s
+
+
+def prefill_time_s(request: Request, endpoint: Endpoint) -> float:
+    """Seconds the engine needs for ``request``'s own prompt once it is at the head of the line."""
+    load = endpoint.load.model(request.model)
+    speed = endpoint.view.profile.prefill_tokens_per_s
+    return (request.prefill_tokens + load.requests + 1.0) / speed
 
 
 def predicted_latency_s(request: Request, endpoint: Endpoint) -> float:
     load = endpoint.load.model(request.model)
     if request.kind is RequestKind.LLM:
-        profile = endpoint.view.profile
-        work = request.prefill_tokens + load.requests + 1.0
-        speed = profile.prefill_tokens_per_s * min(1.0, endpoint.tokens_per_s / profile.decode_tokens_per_s)
-    else:
-        work = (load.rows + request.rows) * request.cost_factor
-        speed = endpoint.tokens_per_s
+        return prefill_backlog_s(load, endpoint.now_s) + prefill_time_s(request, endpoint)
+    work = (load.rows + request.rows) * request.cost_factor
+    speed = endpoint.tokens_per_s
     return work / speed if speed > 0 else float("inf")
+
+
+def ttft_left_s(request: Request, endpoint: Endpoint) -> float | None:
+    """What is left of the request's TTFT objective at the snapshot's time (None: no objective)."""
+    if request.ttft_slo_s is None:
+        return None
+    return request.ttft_slo_s - max(0.0, endpoint.now_s - request.arrival_s)

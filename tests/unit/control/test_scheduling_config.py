@@ -48,3 +48,17 @@ def test_every_tier_needs_an_slo(tmp_path: Path) -> None:
 def test_a_share_above_one_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="tier_budget_share"):
         load_scheduling(_write(tmp_path, tier_budget_share={"batch": 1.5}), load_config(SHIPPED))
+
+
+def test_the_shipped_file_expires_queued_requests_that_can_no_longer_meet_their_ttft() -> None:
+    assert load_scheduling(SHIPPED.scheduling_file, load_config(SHIPPED)).scheduler.expire_at_ttft is True
+
+
+def test_ttft_expiry_can_be_turned_off(tmp_path: Path) -> None:
+    settings = load_scheduling(_write(tmp_path, expire_at_ttft=False), load_config(SHIPPED))
+    assert settings.scheduler.expire_at_ttft is False
+
+
+def test_ttft_expiry_must_be_a_boolean(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="expire_at_ttft"):
+        load_scheduling(_write(tmp_path, expire_at_ttft="sometimes"), load_config(SHIPPED))

@@ -30,12 +30,24 @@ def test_premium_goes_to_the_big_gpu_and_small_batch_requests_to_the_cheap_one()
     assert batch is not None and batch.worker_id == "small"
 
 
-def test_a_cheap_gpu_that_would_miss_the_slo_is_not_chosen() -> None:
+def test_a_cheap_gpu_whose_prefill_line_would_miss_the_slo_is_not_chosen() -> None:
     placement = fair_placement(random.Random(0))
-    endpoints = [Endpoint(view("small", SMALL), WorkerLoad(), LIMITS["chat"], 1.0),
-                 Endpoint(view("big", BIG), WorkerLoad(), LIMITS["chat"], 200.0)]
-    chosen = placement.place(request(tenant(tier=Tier.BATCH), prefill=400, output=20, slo_s=0.5), endpoints)
+    busy = WorkerLoad()
+    busy.add(request(tenant(), prefill=900, output=20), now=0.0, prefill_s=0.45)  # 0.45 s of prompts ahead
+    endpoints = [Endpoint(view("small", SMALL), busy, LIMITS["chat"], 100.0, now_s=0.0),
+                 Endpoint(view("big", BIG), WorkerLoad(), LIMITS["chat"], 200.0, now_s=0.0)]
+    chosen = placement.place(request(tenant(tier=Tier.BATCH), prefill=200, output=20, slo_s=0.5), endpoints)
     assert chosen is not None and chosen.worker_id == "big"
+
+
+def test_a_busy_worker_does_not_look_faster_than_an_idle_twin() -> None:
+    placement = fair_placement(random.Random(0))
+    busy = WorkerLoad()
+    busy.add(request(tenant(), prefill=100, output=20), now=0.0, prefill_s=0.05)
+    endpoints = [Endpoint(view("busy", BIG), busy, LIMITS["chat"], 900.0, now_s=0.0),  # observed: big batches
+                 Endpoint(view("idle", BIG), WorkerLoad(), LIMITS["chat"], 20.0, now_s=0.0)]  # observed: batch of one
+    chosen = placement.place(request(tenant(tier=Tier.STANDARD), prefill=100, output=20, slo_s=2.0), endpoints)
+    assert chosen is not None and chosen.worker_id == "idle"
 
 
 def test_feasible_names_the_filter_that_left_nothing() -> None:
