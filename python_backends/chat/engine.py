@@ -6,7 +6,8 @@ sequences plus prefill chunks), samples one token for each sequence whose input 
 (from its own logits row, with its own RNG) and sends the text to the sequence's sink. A
 generation ends with one ``Delta`` carrying ``finish_reason`` (``stop``: end-of-generation token
 or stop string; ``length``: ``max_tokens`` or the sequence limit; ``cancelled``: the sink said
-so) and the usage counts; its blocks and KV cells are freed in the same step.
+so) and the usage counts; its blocks are freed in the same step, and its KV cells too unless
+prefix reuse keeps them for the next sequence in its slot (``scheduler``).
 
 Thread contract: one thread calls everything (it owns the llama.cpp context); sinks are called
 on that thread. ``generate()`` runs one request alone to completion (tests, benchmarks).
@@ -41,6 +42,7 @@ class EngineStats:
     preemptions_total: int
     prefill_tokens_total: int
     decode_tokens_total: int
+    prefix_hit_tokens_total: int = 0
 
 
 @dataclass
@@ -75,7 +77,7 @@ class BatchEngine:
         self.config = config
         self.pool = BlockPool(config.total_blocks, config.block_tokens)
         self.scheduler = Scheduler(self.pool, SchedulerLimits(
-            config.max_running, config.max_batch_tokens, config.prefill_chunk_tokens))
+            config.max_running, config.max_batch_tokens, config.prefill_chunk_tokens), config.prefix_cache)
         self._arrivals = 0
         self.prefill_tokens_total = 0
         self.decode_tokens_total = 0
@@ -113,7 +115,8 @@ class BatchEngine:
             kv_blocks_used=self.pool.used_blocks, kv_blocks_total=self.pool.total_blocks,
             kv_block_tokens=self.pool.block_tokens, running=len(self.scheduler.running),
             waiting=len(self.scheduler.waiting), preemptions_total=self.scheduler.preemptions_total,
-            prefill_tokens_total=self.prefill_tokens_total, decode_tokens_total=self.decode_tokens_total)
+            prefill_tokens_total=self.prefill_tokens_total, decode_tokens_total=self.decode_tokens_total,
+            prefix_hit_tokens_total=self.scheduler.prefix_hit_tokens_total)
 
     def step(self) -> bool:
         """Run one iteration; False when there was nothing to do."""
@@ -121,6 +124,8 @@ class BatchEngine:
         plan = self.scheduler.schedule()
         for slot in plan.released_slots:
             self.runtime.remove(slot)
+        for slot, keep in plan.trims:
+            self.runtime.trim(slot, keep)
         if not plan.chunks:
             return bool(plan.released_slots)
         entries = [BatchEntry(c.seq.tokens[c.start + i], _slot(c), c.start + i,
@@ -148,6 +153,8 @@ class BatchEngine:
         dropped = [*self.scheduler.running, *self.scheduler.waiting]
         for seq in dropped:
             self._release(seq)
+        for slot in self.scheduler.forget_cached():
+            self.runtime.remove(slot)
         return dropped
 
     def generate(self, prompt: str, params: GenerationParams, sink: ListSink | None = None,

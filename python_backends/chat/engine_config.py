@@ -35,6 +35,7 @@ class EngineConfig:
     prefill_chunk_tokens: int = 63  # prefill tokens per model step
     n_threads: int = 2
     flash_attention: bool = True
+    prefix_cache: bool = True  # reuse a finished sequence's KV prefix in its slot (scheduler docstring)
 
     def __post_init__(self) -> None:
         if self.context_tokens < 2:
@@ -79,4 +80,5 @@ class EngineConfig:
             prefill_chunk_tokens=number("prefill_chunk_tokens", 63),
             n_threads=number("n_threads", 2),
             flash_attention=params.get("flash_attention", "true").lower() in ("1", "true", "yes"),
+            prefix_cache=params.get("prefix_cache", "true").lower() in ("1", "true", "yes"),
         )

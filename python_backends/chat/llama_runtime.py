@@ -135,6 +135,11 @@ class LlamaRuntime:
         """Free every KV cell of sequence ``seq_id`` (removing a whole sequence cannot fail)."""
         self._lib.llama_memory_seq_rm(self._memory, seq_id, -1, -1)
 
+    def trim(self, seq_id: int, keep: int) -> None:
+        """Free the cells of sequence ``seq_id`` from position ``keep`` on (the prefix stays)."""
+        if not self._lib.llama_memory_seq_rm(self._memory, seq_id, keep, -1):
+            raise RuntimeError(f"llama.cpp could not trim sequence {seq_id} to {keep} tokens")
+
     def used_cells(self, seq_id: int) -> int:
         """Number of positions sequence ``seq_id`` holds in the cache (0 when empty)."""
         high = self._lib.llama_memory_seq_pos_max(self._memory, seq_id)

@@ -41,6 +41,8 @@ COUNTERS = {
     "shunter_llm_preemptions_total": ("Sequences preempted for lack of KV blocks", "preemptions_total"),
     "shunter_llm_prefill_tokens_total": ("Prompt tokens computed (recompute included)", "prefill_tokens_total"),
     "shunter_llm_decode_tokens_total": ("Tokens decoded", "decode_tokens_total"),
+    "shunter_llm_prefix_hit_tokens_total": ("Prompt tokens whose KV a slot already held (prefix reuse)",
+                                            "prefix_hit_tokens_total"),
 }
 
 

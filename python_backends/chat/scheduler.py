@@ -10,6 +10,16 @@ reports back by setting ``Sequence.computed`` and calling ``finish``). Each plan
    free, the pool has blocks for the whole prompt, and prefill budget is left; none is admitted
    in a step that had to preempt.
 
+Prefix reuse (``prefix_cache``): a finished sequence's slot keeps its KV cells, and the tokens
+they hold are remembered. A waiting sequence is admitted into the free slot whose remembered
+tokens share the longest prefix with its own (at most all but its last token, whose logits are
+needed), the slot's cells past that prefix are dropped (``StepPlan.trims``) and only the rest is
+prefilled; a chat workload whose requests share a system prompt skips most of its prefill, as
+with vLLM's automatic prefix caching. The block pool still charges the whole sequence (the cells
+of idle slots are inside llama.cpp's per-slot reservation, not the pool). The reused cells are the
+very values a fresh prefill computes: a token's KV depends only on the tokens before it, and
+every step stays below the kernel switch of ``engine_config`` (batch-invariant).
+
 KV growth allocates blocks as a sequence's tokens cross block boundaries. When the pool is out
 of blocks, the lowest-priority, most recently admitted running sequence is preempted: its blocks
 and slot are freed (``StepPlan.released_slots``: the engine clears their cells before the step)
@@ -45,6 +55,7 @@ class StepPlan:
     chunks: tuple[Chunk, ...]
     released_slots: tuple[int, ...]  # slots of preempted sequences: clear their KV first
     preempted: tuple[Sequence, ...]
+    trims: tuple[tuple[int, int], ...] = ()  # (slot, keep): drop the slot's cells from position keep on
 
     @property
     def tokens(self) -> int:
@@ -64,15 +75,28 @@ class SchedulerLimits:
             raise ValueError("prefill_chunk_tokens must be at least 1")
 
 
+def common_prefix(cached: list[int], tokens: list[int], limit: int) -> int:
+    """Length of the common prefix of ``cached`` and ``tokens``, at most ``limit``."""
+    n = 0
+    for a, b in zip(cached, tokens[:limit], strict=False):
+        if a != b:
+            break
+        n += 1
+    return n
+
+
 class Scheduler:
-    def __init__(self, pool: BlockPool, limits: SchedulerLimits) -> None:
+    def __init__(self, pool: BlockPool, limits: SchedulerLimits, prefix_cache: bool = False) -> None:
         self.pool = pool
         self.limits = limits
+        self.prefix_cache = prefix_cache
         self.running: list[Sequence] = []  # admission order
         self.waiting: list[Sequence] = []  # sorted by Sequence.waiting_key
         self._free_slots = list(range(limits.max_running - 1, -1, -1))
+        self._cached: dict[int, list[int]] = {}  # free slot -> tokens its cells still hold
         self._admissions = 0
         self.preemptions_total = 0
+        self.prefix_hit_tokens_total = 0
 
     def add(self, seq: Sequence) -> None:
         """Queue a new (or preempted) sequence for admission."""
@@ -80,16 +104,27 @@ class Scheduler:
         self.waiting.insert(bisect.bisect(keys, seq.waiting_key()), seq)
 
     def finish(self, seq: Sequence) -> int | None:
-        """Drop ``seq`` wherever it is, free its blocks; return its slot (KV to clear) if any."""
+        """Drop ``seq`` wherever it is, free its blocks; return its slot if its KV must be cleared
+        (None when there is none, or when prefix reuse keeps the cells for a later sequence)."""
         if seq in self.running:
             self.running.remove(seq)
         elif seq in self.waiting:
             self.waiting.remove(seq)
         self.pool.free(seq.number)
         slot, seq.slot = seq.slot, None
-        if slot is not None:
-            self._free_slots.append(slot)
+        if slot is None:
+            return None
+        self._free_slots.append(slot)
+        if self.prefix_cache:
+            self._cached[slot] = seq.tokens[:seq.computed]
+            return None
         return slot
+
+    def forget_cached(self) -> list[int]:
+        """Forget every remembered prefix (after an engine failure); return the slots to clear."""
+        slots = sorted(self._cached)
+        self._cached.clear()
+        return slots
 
     def schedule(self) -> StepPlan:
         """The next step's plan; see the module docstring."""
@@ -104,12 +139,13 @@ class Scheduler:
             if count > 0 and seq in self.running and self._reserve(seq, seq.computed + count, chunks, preempted):
                 chunks.append(Chunk(seq, seq.computed, count, decode=False))
                 room -= count
+        trims: list[tuple[int, int]] = []
         if not preempted:
-            chunks.extend(self._admit(room))
+            chunks.extend(self._admit(room, trims))
         released = tuple(s.slot for s in preempted if s.slot is not None)
         for seq in preempted:
             seq.slot = None
-        return StepPlan(tuple(chunks), released, tuple(preempted))
+        return StepPlan(tuple(chunks), released, tuple(preempted), tuple(trims))
 
     def preempt_one(self) -> int | None:
         """Preempt the usual victim outside of planning (the engine's fallback when llama.cpp
@@ -140,23 +176,44 @@ class Scheduler:
         self.pool.free(victim.number)
         if victim.slot is not None:
             self._free_slots.append(victim.slot)
+            self._cached.pop(victim.slot, None)  # its cells are cleared
         victim.computed = 0
         victim.preemptions += 1
         self.preemptions_total += 1
         self.add(victim)
 
-    def _admit(self, room: int) -> list[Chunk]:
+    def _admit(self, room: int, trims: list[tuple[int, int]]) -> list[Chunk]:
         chunks = []
         while self.waiting and self._free_slots and room > 0:
             seq = self.waiting[0]
             if not self.pool.grow(seq.number, len(seq.tokens)):
                 break
             self.waiting.pop(0)
-            seq.slot = self._free_slots.pop()
+            seq.slot, reused = self._take_slot(seq, trims)
+            seq.computed = reused
+            self.prefix_hit_tokens_total += reused
             self._admissions += 1
             seq.admitted = self._admissions
             self.running.append(seq)
-            count = min(len(seq.tokens), room)
+            count = min(len(seq.tokens) - reused, room)
             room -= count
-            chunks.append(Chunk(seq, 0, count, decode=False))
+            chunks.append(Chunk(seq, reused, count, decode=False))
         return chunks
+
+    def _take_slot(self, seq: Sequence, trims: list[tuple[int, int]]) -> tuple[int, int]:
+        """The free slot for ``seq`` and how many of its tokens that slot's cells already hold: the
+        slot sharing the longest prefix with it, if that is a block long or the whole prompt; else
+        an empty slot, else the least recently freed one (so short matches keep other prefixes)."""
+        slot, reused = -1, 0
+        if self.prefix_cache:
+            for candidate in reversed(self._free_slots):
+                shared = common_prefix(self._cached.get(candidate, []), seq.tokens, len(seq.tokens) - 1)
+                if shared > reused:
+                    slot, reused = candidate, shared
+        if slot < 0 or reused < min(self.pool.block_tokens, len(seq.tokens) - 1):
+            empty = [s for s in self._free_slots if not self._cached.get(s)]
+            slot, reused = (empty[-1] if empty else self._free_slots[0]), 0
+        self._free_slots.remove(slot)
+        if len(self._cached.pop(slot, [])) > reused:
+            trims.append((slot, reused))
+        return slot, reused

@@ -106,7 +106,8 @@ def test_cancelled_sequence_frees_its_blocks_in_that_step(engine: BatchEngine) -
     assert victim.deltas[-1].finish_reason == "cancelled"
     assert engine.pool.held(seq.number) == 0
     assert engine.pool.used_blocks <= used - held + 1  # the other sequence may grow by one block
-    assert engine.runtime.used_cells(slot) == 0
+    # its cells are cleared, or (prefix reuse) kept only as the slot's cached prefix, in no pool block
+    assert engine.runtime.used_cells(slot) in (0, seq.computed)
     while engine.step():
         pass
     assert other.deltas[-1].finish_reason in ("stop", "length")
@@ -145,3 +146,26 @@ def test_pool_exhaustion_preempts_and_later_completes_with_the_same_output(artif
         assert engine.pool.used_blocks == 0
     finally:
         engine.runtime.close()
+
+
+def test_prefix_reuse_skips_the_shared_prefill_and_changes_no_output(artifacts_dir: Path) -> None:
+    prompts = [TEMPLATE.format(q) for q in QUESTIONS[:4]]
+    fresh = _engine(artifacts_dir, prefix_cache=False)
+    try:
+        expected = [fresh.generate(p, GREEDY).text for p in prompts]
+        assert fresh.stats().prefix_hit_tokens_total == 0
+    finally:
+        fresh.runtime.close()
+    cached = _engine(artifacts_dir, prefix_cache=True)
+    try:
+        first = [cached.generate(p, GREEDY).text for p in prompts]
+        prefill_before = cached.prefill_tokens_total
+        again = [s.text for s in _together(cached, prompts, GREEDY)]
+        stats = cached.stats()
+        prompt_tokens = sum(len(cached.tokenize(p)) for p in prompts)
+    finally:
+        cached.runtime.close()
+    assert first == expected and again == expected
+    assert stats.prefix_hit_tokens_total >= prompt_tokens - len(prompts)  # every prompt but its last token
+    assert stats.prefill_tokens_total - prefill_before == len(prompts)   # one token each, for its logits
+    assert stats.kv_blocks_used == 0

@@ -78,3 +78,62 @@ def test_waiting_order_is_priority_then_arrival() -> None:
     for seq in (a, b, c):
         scheduler.add(seq)
     assert scheduler.waiting == [b, c, a]
+
+
+def _tokens_seq(tokens: list[int]) -> Sequence:
+    return Sequence(number=next(_numbers), prompt_tokens=len(tokens), max_new_tokens=100, priority=0,
+                    params=GenerationParams(max_tokens=100), sink=ListSink(), tokens=list(tokens))
+
+
+def test_a_sequence_is_admitted_into_the_slot_holding_its_longest_prefix() -> None:
+    scheduler = Scheduler(BlockPool(64, 4), SchedulerLimits(4, 32, 32), prefix_cache=True)
+    system = [7, 7, 7, 7, 7, 7]
+    first, other = _tokens_seq([*system, 1, 2]), _tokens_seq([9, 9, 9])
+    scheduler.add(first)
+    scheduler.add(other)
+    _run(scheduler.schedule())
+    first_slot = first.slot
+    assert scheduler.finish(first) is None  # cells kept for reuse, not cleared
+    assert scheduler.finish(other) is None
+    follower = _tokens_seq([*system, 3, 4, 5])
+    scheduler.add(follower)
+    plan = scheduler.schedule()
+    assert follower.slot == first_slot
+    assert plan.chunks[0].start == len(system) and plan.chunks[0].count == 3
+    assert plan.trims == ((first_slot, len(system)),)  # its cells past the shared prefix go
+    assert scheduler.prefix_hit_tokens_total == len(system)
+
+
+def test_an_identical_prompt_still_feeds_its_last_token_for_its_logits() -> None:
+    scheduler = Scheduler(BlockPool(64, 4), SchedulerLimits(2, 32, 32), prefix_cache=True)
+    first = _tokens_seq([5, 6, 7, 8])
+    scheduler.add(first)
+    plan = scheduler.schedule()
+    for chunk in plan.chunks:
+        chunk.seq.computed += chunk.count  # prefill done, nothing sampled yet
+    scheduler.finish(first)
+    again = _tokens_seq([5, 6, 7, 8])
+    scheduler.add(again)
+    plan = scheduler.schedule()
+    assert (plan.chunks[0].start, plan.chunks[0].count) == (3, 1) and plan.chunks[0].wants_logits
+    assert plan.trims == ((again.slot, 3),)  # the last cell is computed again
+
+
+def test_a_preempted_slot_is_cleared_and_not_reused_as_a_prefix() -> None:
+    scheduler = Scheduler(BlockPool(3, 4), SchedulerLimits(2, 32, 32), prefix_cache=True)
+    low, high = _tokens_seq([1] * 4), _tokens_seq([1] * 4)
+    high.priority = 5
+    scheduler.add(low)
+    scheduler.add(high)
+    _run(scheduler.schedule())  # 2 blocks used of 3; each needs a second block to grow past 4 tokens
+    plan = scheduler.schedule()
+    assert plan.preempted == (low,) and plan.released_slots
+    assert low.slot is None and scheduler.prefix_hit_tokens_total == 0
+
+
+def test_a_one_token_prompt_gets_a_slot_with_or_without_cached_prefixes() -> None:
+    scheduler = Scheduler(BlockPool(64, 4), SchedulerLimits(2, 32, 32), prefix_cache=True)
+    single = _tokens_seq([42])
+    scheduler.add(single)
+    plan = scheduler.schedule()
+    assert single.slot is not None and (plan.chunks[0].start, plan.chunks[0].count) == (0, 1)
