@@ -18,7 +18,7 @@ from scheduling.placement.filters import ContextFits, Filter, HasBudget, Healthy
 from scheduling.placement.scorers import (
     BudgetHeadroom,
     Capability,
-    CheapPerToken,
+    CheapPerRequest,
     ContextHeadroom,
     LatencyAgainstSlo,
     LeastLoaded,
@@ -74,11 +74,11 @@ HARD_FILTERS: tuple[Filter, ...] = (Healthy(), ModelResident(), RegionAllowed(),
 
 def fair_placement(rng: random.Random) -> Placement:
     """Premium and long requests to big GPUs, small low-priority ones to cheap GPUs that meet the SLO."""
-    latency, headroom, cost = LatencyAgainstSlo(), BudgetHeadroom(), CheapPerToken()
+    latency, headroom, cost = LatencyAgainstSlo(), BudgetHeadroom(), CheapPerRequest()
     capability, context = Capability(), ContextHeadroom()
     weights: dict[Tier, tuple[tuple[Scorer, float], ...]] = {
         Tier.PREMIUM: ((latency, 2.0), (capability, 2.0), (headroom, 1.0), (context, 1.0)),
-        Tier.STANDARD: ((latency, 2.0), (capability, 1.0), (headroom, 1.0), (context, 1.0), (cost, 1.0)),
+        Tier.STANDARD: ((latency, 2.0), (headroom, 1.0), (context, 1.0), (cost, 2.0)),
         Tier.BATCH: ((latency, 0.5), (headroom, 1.0), (context, 0.5), (cost, 3.0)),
     }
     return Placement(HARD_FILTERS, (MeetsSlo(),), weights, rng)

@@ -10,7 +10,7 @@ from typing import Protocol
 from scheduling.placement.endpoint import Endpoint
 from scheduling.placement.latency import predicted_latency_s
 from scheduling.requests import Request
-from scheduling.workers import headroom
+from scheduling.workers import headroom, kv_capacity_tokens
 
 Scores = dict[str, float]
 
@@ -55,6 +55,33 @@ class CheapPerToken:
 
     def __call__(self, request: Request, endpoints: Sequence[Endpoint]) -> Scores:
         costs = {e.worker_id: e.view.profile.cost_per_token for e in endpoints}
+        cheapest = min(costs.values(), default=0.0)
+        return {w: (cheapest / c if c > 0 else 1.0) for w, c in costs.items()}
+
+
+def request_cost(request: Request, endpoint: Endpoint) -> float:
+    """Predicted dollars to serve ``request`` on the endpoint's GPU type, from its profile: the
+    prompt at the prefill speed plus the reserved output at the decode speed, the latter scaled down
+    when sequences this long cannot fill the engine's ``max_sequences`` within its KV pool (a long
+    sequence on a small-memory GPU decodes in a small, inefficient batch)."""
+    profile = endpoint.view.profile
+    context = max(1, request.context_tokens)
+    batch_fill = min(1.0, kv_capacity_tokens(endpoint.view) / (context * profile.max_sequences))
+    seconds = (request.prefill_tokens / profile.prefill_tokens_per_s
+               + request.max_output_tokens / (profile.decode_tokens_per_s * batch_fill))
+    return profile.cost_per_hour / 3600.0 * seconds
+
+
+@dataclass(frozen=True)
+class CheapPerRequest:
+    """Length-aware cost: the GPU type predicted to serve this request for the fewest dollars
+    (``request_cost``) scores 1, others that cost over theirs. Short requests favour cheap GPUs,
+    long ones the GPUs whose memory holds a full batch of them."""
+
+    name: str = "request_cost"
+
+    def __call__(self, request: Request, endpoints: Sequence[Endpoint]) -> Scores:
+        costs = {e.worker_id: request_cost(request, e) for e in endpoints}
         cheapest = min(costs.values(), default=0.0)
         return {w: (cheapest / c if c > 0 else 1.0) for w, c in costs.items()}
 

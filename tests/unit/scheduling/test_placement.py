@@ -1,10 +1,12 @@
 import random
+from dataclasses import replace
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from scheduling.outcomes import RejectReason
 from scheduling.placement import Endpoint, fair_placement, least_loaded_placement
+from scheduling.placement.scorers import CheapPerRequest
 from scheduling.tenants import Tier
 from scheduling.workers import WorkerLoad, WorkerView
 from tests.unit.scheduling.factories import BIG, LIMITS, SMALL, request, tenant, view
@@ -23,7 +25,7 @@ def test_long_context_requests_go_to_the_big_gpu() -> None:
 
 def test_premium_goes_to_the_big_gpu_and_small_batch_requests_to_the_cheap_one() -> None:
     placement = fair_placement(random.Random(0))
-    endpoints = _endpoints(view("small", SMALL), view("big", BIG))
+    endpoints = _endpoints(view("small", replace(SMALL, max_sequences=32)), view("big", replace(BIG, max_sequences=32)))
     premium = placement.place(request(tenant(tier=Tier.PREMIUM), prefill=20, output=20, slo_s=1.0), endpoints)
     batch = placement.place(request(tenant(tier=Tier.BATCH), prefill=20, output=20, slo_s=5.0), endpoints)
     assert premium is not None and premium.worker_id == "big"
@@ -87,3 +89,13 @@ def test_identical_workers_share_the_load() -> None:
         pick.load.add(r, now=0)
         chosen.append(pick.worker_id)
     assert chosen.count("a") == chosen.count("b") == 4, chosen
+
+
+def test_a_short_request_costs_least_on_the_cheap_gpu_and_a_long_one_on_the_big_gpu() -> None:
+    cheap = replace(SMALL, max_context_tokens=8192, max_sequences=64)  # a small KV pool: 2,048 tokens
+    big = replace(BIG, max_context_tokens=8192, max_sequences=4)  # 8,192 KV tokens hold 4 long sequences
+    endpoints = _endpoints(view("small", cheap), view("big", big))
+    short = CheapPerRequest()(request(tenant(), prefill=10, output=10), endpoints)
+    long = CheapPerRequest()(request(tenant(), prefill=1500, output=500), endpoints)
+    assert short["small"] == 1.0 > short["big"]
+    assert long["big"] == 1.0 > long["small"]
