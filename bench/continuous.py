@@ -90,23 +90,30 @@ def _ceiling(streams: list[int]) -> list[dict[str, float]]:
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
-async def _ttft(chat: GatewayChat, times: int) -> list[float]:
-    return [(await chat.stream()).ttft_ms for _ in range(times)]
+def short_users(new_questions: bool, times: int, offset: int = 0) -> list[str]:
+    """The short requests' user messages: the same one each time, or a new question each time
+    (same system prompt, so only the question itself misses the engine's prefix reuse)."""
+    if not new_questions:
+        return [SHORT_USER] * times
+    return [f"What is {offset + k} plus {offset + k}?" for k in range(times)]
 
 
-async def _ttft_under_load(url: str, key: str, long_streams: int, times: int) -> list[float]:
-    """TTFT of the short request while ``long_streams`` long generations are streaming."""
+async def _ttft(http: Any, users: list[str]) -> list[float]:
+    return [(await GatewayChat(http, idle_timeout_s=60.0, user=u, max_tokens=8).stream()).ttft_ms for u in users]
+
+
+async def _ttft_under_load(url: str, key: str, long_streams: int, users: list[str]) -> list[float]:
+    """TTFT of the short requests ``users`` while ``long_streams`` long generations stream."""
     http = gateway_http(url, key, max_connections=long_streams + 4, timeout_s=300.0)
     try:
         long_chat = GatewayChat(http, idle_timeout_s=60.0, user=LONG_USER, max_tokens=400)
-        short_chat = GatewayChat(http, idle_timeout_s=60.0, user=SHORT_USER, max_tokens=8)
         longs = [asyncio.create_task(long_chat.stream()) for _ in range(long_streams)]
         await asyncio.sleep(2.0)  # all admitted and decoding
         samples = []
-        for _ in range(times):
+        for user in users:
             if any(task.done() for task in longs):
                 break
-            samples.append((await short_chat.stream()).ttft_ms)
+            samples.append((await GatewayChat(http, idle_timeout_s=60.0, user=user, max_tokens=8).stream()).ttft_ms)
             await asyncio.sleep(0.2)
         results: list[StreamTiming | BaseException] = await asyncio.gather(*longs, return_exceptions=True)
         if any(isinstance(r, BaseException) for r in results):
@@ -131,11 +138,12 @@ async def _measure(url: str, key: str, streams: list[int], repeats: int, timing:
             for row in _ceiling(streams):
                 result["ceiling"].append({"repeat": repeat, **row})
                 log(f"ceiling x{row['streams']} #{repeat + 1}: {row['tokens_per_s']:.1f} tok/s")
-        short = GatewayChat(http, idle_timeout_s=60.0, user=SHORT_USER, max_tokens=8)
-        result["ttft_idle_ms"] = await _ttft(short, 7)
+        result["ttft_idle_ms"] = await _ttft(http, short_users(False, 7))
+        result["ttft_idle_new_question_ms"] = await _ttft(http, short_users(True, 7))
     finally:
         await http.aclose()
-    result["ttft_under_8_long_ms"] = await _ttft_under_load(url, key, 8, 7)
+    result["ttft_under_8_long_ms"] = await _ttft_under_load(url, key, 8, short_users(False, 7))
+    result["ttft_under_8_long_new_question_ms"] = await _ttft_under_load(url, key, 8, short_users(True, 7, 100))
 
 
 def summarize(result: dict[str, Any], streams: list[int]) -> list[dict[str, Any]]:
@@ -166,10 +174,12 @@ def markdown(rows: list[dict[str, Any]], result: dict[str, Any]) -> str:
         lines.append(f"| {r['streams']} | {r['served_tokens_per_s']:.1f} | {r['ceiling_tokens_per_s']:.1f} "
                      f"| {r['served_over_ceiling']:.2f} | {r['served_over_single']:.2f} | {r['ttft_p50_ms']:.1f} "
                      f"| {r['ttft_p99_ms']:.1f} | {r['itl_p50_ms']:.1f} | {r['itl_p99_ms']:.1f} | {r['generations']} |")
-    idle, busy = statistics.median(result["ttft_idle_ms"]), statistics.median(result["ttft_under_8_long_ms"])
-    lines += ["", f"Short request TTFT: idle {idle:.1f} ms (median of {len(result['ttft_idle_ms'])}), while 8 long "
-              f"generations stream {busy:.1f} ms (median of {len(result['ttft_under_8_long_ms'])}): "
-              f"**{busy / idle:.2f}x**"]
+    lines.append("")
+    for label, suffix in (("same question each time", ""), ("a new question each time", "_new_question")):
+        idle = statistics.median(result[f"ttft_idle{suffix}_ms"])
+        busy = statistics.median(result[f"ttft_under_8_long{suffix}_ms"])
+        lines.append(f"Short request TTFT ({label}): idle {idle:.1f} ms, while 8 long generations stream "
+                     f"{busy:.1f} ms (medians of 7): **{busy / idle:.2f}x**")
     return "\n".join(lines) + "\n"
 
 
