@@ -52,6 +52,7 @@ class SchedulingFile(_Strict):
     tier_budget_share: dict[Tier, Annotated[float, Field(gt=0, le=1)]] = Field(default_factory=dict)
     slo: dict[Tier, _SloEntry]
     shed_wait_s: dict[Tier, Positive | None] = Field(default_factory=dict)
+    max_prefill_line_s: Positive | None = None
     expire_at_ttft: StrictBool = True  # expire a queued request once it cannot meet its ttft_s (fair policy)
     capacity_profiles: dict[str, _Profile]
 
@@ -74,7 +75,8 @@ def _limits(stack: StackConfig, parsed: SchedulingFile) -> dict[str, ModelLimits
         m.name: ModelLimits(m.name, RequestKind.LLM if m.kind is WorkloadKind.LLM else RequestKind.BATCHED,
                             max_batch_size=m.batching.max_batch_size, instances=m.instances,
                             rows_per_instance=parsed.rows_per_instance,
-                            tier_share=dict(parsed.tier_budget_share))
+                            tier_share=dict(parsed.tier_budget_share),
+                            max_prefill_line_s=parsed.max_prefill_line_s if m.kind is WorkloadKind.LLM else None)
         for m in stack.models
     }
 

@@ -23,7 +23,7 @@ SLOS = {Tier.PREMIUM: Slo(2.0, 0.1, 30.0), Tier.STANDARD: Slo(4.0, 0.2, 60.0), T
 QUEUE_DEADLINE_S = {tier: slo.deadline_s for tier, slo in SLOS.items()}
 TIER_SHARE = {Tier.PREMIUM: 1.0, Tier.STANDARD: 0.75, Tier.BATCH: 0.5}
 SHED_WAIT_S: dict[Tier, float | None] = {Tier.PREMIUM: None, Tier.STANDARD: 15.0, Tier.BATCH: 5.0}
-PREFILL_LINE_S: float | None = 0.25
+PREFILL_LINE_S: float | None = 0.25  # max_prefill_line_s of config/scheduling.yaml
 MAX_TOKENS_STEPS = (64, 128, 256, 512, 1024, 2048, 4096)
 MODEL = "chat"
 

@@ -62,3 +62,15 @@ def test_ttft_expiry_can_be_turned_off(tmp_path: Path) -> None:
 def test_ttft_expiry_must_be_a_boolean(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="expire_at_ttft"):
         load_scheduling(_write(tmp_path, expire_at_ttft="sometimes"), load_config(SHIPPED))
+
+
+def test_the_prefill_line_bound_applies_to_llm_models_only(tmp_path: Path) -> None:
+    settings = load_scheduling(_write(tmp_path, max_prefill_line_s=0.5), load_config(SHIPPED))
+    assert settings.limits["chat"].max_prefill_line_s == 0.5
+    assert all(limits.max_prefill_line_s is None for name, limits in settings.limits.items()
+               if limits.kind.value != "llm")
+
+
+def test_a_non_positive_prefill_line_bound_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="max_prefill_line_s"):
+        load_scheduling(_write(tmp_path, max_prefill_line_s=0), load_config(SHIPPED))
