@@ -77,7 +77,8 @@ class BatchEngine:
         self.config = config
         self.pool = BlockPool(config.total_blocks, config.block_tokens)
         self.scheduler = Scheduler(self.pool, SchedulerLimits(
-            config.max_running, config.max_batch_tokens, config.prefill_chunk_tokens), config.prefix_cache)
+            config.max_running, config.max_batch_tokens, config.prefill_chunk_tokens), config.prefix_cache,
+            config.short_prefill_first)
         self._arrivals = 0
         self.prefill_tokens_total = 0
         self.decode_tokens_total = 0

@@ -36,6 +36,7 @@ class EngineConfig:
     n_threads: int = 2
     flash_attention: bool = True
     prefix_cache: bool = True  # reuse a finished sequence's KV prefix in its slot (scheduler docstring)
+    short_prefill_first: bool = True  # a short new prompt's prefill gets a step of its own (scheduler docstring)
 
     def __post_init__(self) -> None:
         if self.context_tokens < 2:
@@ -70,6 +71,9 @@ class EngineConfig:
             except ValueError:
                 raise ValueError(f"parameter {name} must be an integer, not {params[name]!r}") from None
 
+        def flag(name: str) -> bool:
+            return params.get(name, "true").lower() in ("1", "true", "yes")
+
         context = number("context_tokens", 0)
         return cls(
             context_tokens=context,
@@ -79,6 +83,7 @@ class EngineConfig:
             max_batch_tokens=number("max_batch_tokens", 63),
             prefill_chunk_tokens=number("prefill_chunk_tokens", 63),
             n_threads=number("n_threads", 2),
-            flash_attention=params.get("flash_attention", "true").lower() in ("1", "true", "yes"),
-            prefix_cache=params.get("prefix_cache", "true").lower() in ("1", "true", "yes"),
+            flash_attention=flag("flash_attention"),
+            prefix_cache=flag("prefix_cache"),
+            short_prefill_first=flag("short_prefill_first"),
         )

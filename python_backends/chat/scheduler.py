@@ -10,6 +10,13 @@ reports back by setting ``Sequence.computed`` and calling ``finish``). Each plan
    free, the pool has blocks for the whole prompt, and prefill budget is left; none is admitted
    in a step that had to preempt.
 
+Short prefills first (``short_prefill_first``): when sequences are decoding and the next waiting
+sequence's remaining prompt fits one step's prefill budget, that step holds only admissions'
+prefill (no decodes), so a new short request's first token costs its own prefill, not a step
+mixed with every running decode (as TGI prefills new requests in a batch of their own). Never
+two such steps in a row: running decodes wait at most one short step. Longer prompts go through
+the mixed, chunked path above.
+
 Prefix reuse (``prefix_cache``): a finished sequence's slot keeps its KV cells, and the tokens
 they hold are remembered. A waiting sequence is admitted into the free slot whose remembered
 tokens share the longest prefix with its own (at most all but its last token, whose logits are
@@ -86,10 +93,13 @@ def common_prefix(cached: list[int], tokens: list[int], limit: int) -> int:
 
 
 class Scheduler:
-    def __init__(self, pool: BlockPool, limits: SchedulerLimits, prefix_cache: bool = False) -> None:
+    def __init__(self, pool: BlockPool, limits: SchedulerLimits, prefix_cache: bool = False,
+                 short_prefill_first: bool = False) -> None:
         self.pool = pool
         self.limits = limits
         self.prefix_cache = prefix_cache
+        self.short_prefill_first = short_prefill_first
+        self._last_step_prefill_only = False
         self.running: list[Sequence] = []  # admission order
         self.waiting: list[Sequence] = []  # sorted by Sequence.waiting_key
         self._free_slots = list(range(limits.max_running - 1, -1, -1))
@@ -128,6 +138,12 @@ class Scheduler:
 
     def schedule(self) -> StepPlan:
         """The next step's plan; see the module docstring."""
+        if self.short_prefill_first and not self._last_step_prefill_only:
+            plan = self._short_prefill_step()
+            if plan is not None:
+                self._last_step_prefill_only = True
+                return plan
+        self._last_step_prefill_only = False
         chunks: list[Chunk] = []
         preempted: list[Sequence] = []
         for seq in [s for s in self.running if s.decoding]:
@@ -146,6 +162,18 @@ class Scheduler:
         for seq in preempted:
             seq.slot = None
         return StepPlan(tuple(chunks), released, tuple(preempted), tuple(trims))
+
+    def _short_prefill_step(self) -> StepPlan | None:
+        """Admission prefill alone, when the head waiter's remaining prompt fits one step while
+        others decode; None when the mixed step applies."""
+        if not self.waiting or not self._free_slots or not any(s.decoding for s in self.running):
+            return None
+        head = self.waiting[0]
+        if len(head.tokens) - self._choose_slot(head)[1] > self.limits.prefill_chunk_tokens:
+            return None
+        trims: list[tuple[int, int]] = []
+        chunks = self._admit(min(self.limits.prefill_chunk_tokens, self.limits.max_batch_tokens), trims)
+        return StepPlan(tuple(chunks), (), (), tuple(trims)) if chunks else None
 
     def preempt_one(self) -> int | None:
         """Preempt the usual victim outside of planning (the engine's fallback when llama.cpp
@@ -201,6 +229,14 @@ class Scheduler:
         return chunks
 
     def _take_slot(self, seq: Sequence, trims: list[tuple[int, int]]) -> tuple[int, int]:
+        """Take ``_choose_slot``'s slot; note the trim of its cells past the reused prefix."""
+        slot, reused = self._choose_slot(seq)
+        self._free_slots.remove(slot)
+        if len(self._cached.pop(slot, [])) > reused:
+            trims.append((slot, reused))
+        return slot, reused
+
+    def _choose_slot(self, seq: Sequence) -> tuple[int, int]:
         """The free slot for ``seq`` and how many of its tokens that slot's cells already hold: the
         slot sharing the longest prefix with it, if that is a block long or the whole prompt; else
         an empty slot, else the least recently freed one (so short matches keep other prefixes)."""
@@ -213,7 +249,4 @@ class Scheduler:
         if slot < 0 or reused < min(self.pool.block_tokens, len(seq.tokens) - 1):
             empty = [s for s in self._free_slots if not self._cached.get(s)]
             slot, reused = (empty[-1] if empty else self._free_slots[0]), 0
-        self._free_slots.remove(slot)
-        if len(self._cached.pop(slot, [])) > reused:
-            trims.append((slot, reused))
         return slot, reused

@@ -137,3 +137,33 @@ def test_a_one_token_prompt_gets_a_slot_with_or_without_cached_prefixes() -> Non
     scheduler.add(single)
     plan = scheduler.schedule()
     assert single.slot is not None and (plan.chunks[0].start, plan.chunks[0].count) == (0, 1)
+
+
+def test_a_short_new_prompt_is_prefilled_in_a_step_of_its_own_then_decodes_resume() -> None:
+    scheduler = Scheduler(BlockPool(64, 4), SchedulerLimits(4, 32, 16), short_prefill_first=True)
+    running = _seq(4)
+    scheduler.add(running)
+    _run(scheduler.schedule())
+    assert running.decoding
+    newcomer = _seq(10)
+    scheduler.add(newcomer)
+    alone = scheduler.schedule()
+    assert [(c.seq, c.decode) for c in alone.chunks] == [(newcomer, False)] and alone.chunks[0].wants_logits
+    _run(alone)
+    second = _seq(6)
+    scheduler.add(second)
+    mixed = scheduler.schedule()  # never two prefill-only steps in a row: the decodes run now
+    assert {c.seq for c in mixed.chunks if c.decode} == {running, newcomer}
+    assert any(c.seq is second for c in mixed.chunks)
+
+
+def test_a_prompt_longer_than_the_prefill_budget_takes_the_mixed_chunked_path() -> None:
+    scheduler = Scheduler(BlockPool(64, 4), SchedulerLimits(4, 32, 8), short_prefill_first=True)
+    running = _seq(4)
+    scheduler.add(running)
+    _run(scheduler.schedule())
+    long = _seq(30)
+    scheduler.add(long)
+    plan = scheduler.schedule()
+    assert any(c.seq is running and c.decode for c in plan.chunks)
+    assert next(c.count for c in plan.chunks if c.seq is long) == 8
