@@ -75,10 +75,14 @@ def _stat(pid: int) -> tuple[int, float] | None:
 
 
 class CpuMeter:
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, descendants: bool = True) -> None:
         self.pid = pid
+        self.descendants = descendants
 
     def seconds(self) -> float:
-        """CPU seconds used so far by ``pid`` and its living descendants."""
+        """CPU seconds used so far by ``pid`` and (unless told not to) its living descendants."""
+        if not self.descendants:
+            found = _stat(self.pid)
+            return found[1] if found is not None else 0.0
         stats = _processes()
         return sum(stats[pid][1] for pid in _tree(self.pid, stats))

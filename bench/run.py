@@ -105,9 +105,11 @@ async def measure_batched(endpoints: Endpoints, settings: Settings, workload: Wo
 
 def _cpu_seconds(endpoints: Endpoints) -> dict[str, float]:
     """CPU seconds so far of the gateway, of the Triton worker (with its stubs), if known, and of
-    this load generator."""
-    pids = {"gateway": endpoints.gateway_pid, "triton": endpoints.triton_pid, "load_generator": os.getpid()}
-    return {name: CpuMeter(pid).seconds() for name, pid in pids.items() if pid is not None}
+    this load generator's own process (not the stack it started; the control plane's threads, which
+    run in it, are counted with it)."""
+    pids = {"gateway": endpoints.gateway_pid, "triton": endpoints.triton_pid}
+    seconds = {name: CpuMeter(pid).seconds() for name, pid in pids.items() if pid is not None}
+    return {**seconds, "load_generator": CpuMeter(os.getpid(), descendants=False).seconds()}
 
 
 def _cpu_ms_per_request(endpoints: Endpoints, before: dict[str, float], result: RunResult) -> dict[str, float]:
