@@ -32,7 +32,7 @@ from control.integrity import (
     write_signed_manifest,
 )
 from control.paths import StackPaths
-from control.registry import Registry, RuntimeRequirements
+from control.registry import Registry, RuntimeRequirements, VersionState
 from control.repository import render_model
 from control.rollouts import RolloutManager
 from control.supervisor import worker_addresses
@@ -123,6 +123,15 @@ class ControlPlane:
             sources = {v: self.deployer.stage(spec.name, v) for v in alias.weights}
             render_model(spec, sources, self.paths.repository, self.deployer.gpu_type)
             self.deployer.served[spec.name] = frozenset(sources)
+
+    def mark_served_ready(self) -> None:
+        """Once the workers have loaded the rendered repository: its versions are READY."""
+        for model, versions in self.deployer.served.items():
+            for version in sorted(versions):
+                record = self.registry.version(model, version)
+                if record is not None and record.state is not VersionState.READY:
+                    self.registry.set_version_state(model, version, VersionState.READY, ACTOR,
+                                                    "loaded by the workers at start")
 
     def start_analysis(self) -> None:
         self.canary.start(self.settings.canary.interval_s)

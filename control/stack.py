@@ -93,6 +93,7 @@ class LocalStack:
             self.plane.bootstrap(self.paths.artifacts)
             self.supervisor = Supervisor(config, runtime, self.paths.repository, self.paths.logs)
             self.supervisor.start()
+            self.plane.mark_served_ready()
             self._start_control(config)
             self._start_gateway()
             self.plane.start_analysis()

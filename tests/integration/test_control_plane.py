@@ -128,6 +128,7 @@ def _embed_many(url: str, texts: list[str], concurrency: int = 16) -> list[tuple
 
 def test_canary_split_is_within_three_points_of_its_weight(control_stack: ControlStack, artifacts_dir: Path,
                                                            tmp_path: Path) -> None:
+    assert [v["state"] for v in control_stack.admin.get("/admin/v1/models/embed/versions").json()] == ["ready"]
     pushed = control_stack.push(artifacts_dir / "embed", "embed", 2, tmp_path)
     assert pushed.status_code == 201, pushed.text
     assert pushed.json()["state"] == "registered"
