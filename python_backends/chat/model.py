@@ -23,6 +23,7 @@ from python_backends.chat.engine import BatchEngine, EngineStats
 from python_backends.chat.engine_config import EngineConfig
 from python_backends.chat.engine_loop import EngineLoop, Job
 from python_backends.chat.params import parse_params, parse_priority
+from python_backends.chat.send_queue import SendQueue
 from python_backends.chat.sequence import Delta
 from python_backends.triton_adapter import invalid_arg_response, model_parameters, version_dir
 
@@ -73,6 +74,9 @@ class _TritonSink:
         return self.cancelled
 
     def send(self, delta):
+        self.model.submit_send(lambda: self._send_now(delta))
+
+    def _send_now(self, delta):
         if delta.finish_reason is None:
             self.sender.send(_response(delta))
             return
@@ -83,6 +87,9 @@ class _TritonSink:
         self.model.count_finished(delta.finish_reason, delta.completion_tokens)
 
     def fail(self, error):
+        self.model.submit_send(lambda: self._fail_now(error))
+
+    def _fail_now(self, error):
         if isinstance(error, InvalidInputError):
             self.sender.send(invalid_arg_response(str(error)), flags=FINAL)
         else:
@@ -104,6 +111,8 @@ class TritonPythonModel:
             raise pb_utils.TritonModelException(f"chat model parameters: {exc}") from exc
         model_path = version_dir(args) / params.get("model_file", "model.gguf")
         self.rng = random.Random()
+        # async_send (default on): responses go out on a sender thread (send_queue.py)
+        self.sends = SendQueue() if params.get("async_send", "true").lower() in ("1", "true", "yes") else None
         self._init_metrics(args["model_name"], args.get("model_instance_name", "0"))
         self.loop = EngineLoop(lambda: BatchEngine.load(model_path, engine_config), self.publish)
         try:
@@ -163,6 +172,13 @@ class TritonPythonModel:
                     counter.increment(value - self.counted[field])
                     self.counted[field] = value
 
+    def submit_send(self, send):
+        """Run a response send on the sender thread (or now, without one)."""
+        if self.sends is None:
+            send()
+        else:
+            self.sends.submit(send)
+
     def count_finished(self, reason, completion_tokens):
         with contextlib.suppress(Exception):
             self.finished[reason].increment(1)
@@ -171,3 +187,5 @@ class TritonPythonModel:
 
     def finalize(self):
         self.loop.stop(timeout_s=10)
+        if self.sends is not None:
+            self.sends.close(timeout_s=10)
