@@ -44,11 +44,6 @@ def store(s3: LocalS3Server, monkeypatch: pytest.MonkeyPatch, request: pytest.Fi
 
 
 @pytest.fixture
-def signer() -> Ed25519PrivateKey:
-    return Ed25519PrivateKey.generate()
-
-
-@pytest.fixture
 def artifact(tmp_path: Path, signer: Ed25519PrivateKey) -> Path:
     root = tmp_path / "build"
     (root / "tokenizer").mkdir(parents=True)

@@ -20,11 +20,6 @@ from control.integrity import MANIFEST_NAME, SIGNATURE_NAME, TrustedKeys, verify
 
 
 @pytest.fixture
-def signer() -> Ed25519PrivateKey:
-    return Ed25519PrivateKey.generate()
-
-
-@pytest.fixture
 def artifact(tmp_path: Path, signer: Ed25519PrivateKey) -> Path:
     root = tmp_path / "build"
     (root / "sub").mkdir(parents=True)
