@@ -12,7 +12,6 @@ request's scope, so the cache key, the scheduler's placement and the Triton call
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ import httpx
 from fastapi import Request as HttpRequest
 
 from control.config import StackConfig
+from gateway.periodic import start_periodic, stop
 from scheduling.tenants import Tenant
 from scheduling.traffic_split import StickyTo, TrafficSplit
 
@@ -92,20 +92,12 @@ class RoutingPoller:
         self._client = httpx.AsyncClient(timeout=self.timeout_s,
                                          headers={"Authorization": f"Bearer {self.admin_token}"})
         await self.poll_once()
-        self._task = asyncio.create_task(self._poll_forever(), name="routing-poller")
+        self._task = start_periodic(self.poll_once, self.interval_s, "routing-poller")
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await stop(self._task)
         if self._client is not None:
             await self._client.aclose()
-
-    async def _poll_forever(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval_s)
-            await self.poll_once()
 
     async def poll_once(self) -> bool:
         """Fetch the routes; install them if the generation changed. False if control was unreachable."""

@@ -30,6 +30,7 @@ from gateway.errors import (
     UnavailableError,
     UpstreamError,
 )
+from gateway.periodic import start_periodic, stop
 from scheduling.capacity import CapacityProfile
 from scheduling.workers import WorkerView
 
@@ -92,22 +93,14 @@ class WorkerPool:
     async def start(self) -> None:
         self._http = httpx.AsyncClient(timeout=self.poll_timeout_s)
         await self.refresh()
-        self._poller = asyncio.create_task(self._poll_forever(), name="worker-readiness")
+        self._poller = start_periodic(self.refresh, self.poll_interval_s, "worker-readiness")
 
     async def close(self) -> None:
-        if self._poller is not None:
-            self._poller.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._poller
+        await stop(self._poller)
         for worker in self.workers:
             await worker.client.close()
         if self._http is not None:
             await self._http.aclose()
-
-    async def _poll_forever(self) -> None:
-        while True:
-            await asyncio.sleep(self.poll_interval_s)
-            await self.refresh()
 
     async def refresh(self) -> None:
         await asyncio.gather(*(self._refresh_worker(w) for w in self.workers))
