@@ -26,15 +26,22 @@ CONCURRENCY_RETRY_S = 1.0
 @dataclass(frozen=True)
 class WaitEstimate:
     """The scheduler's estimate for one request: backlog ahead of it, the speed that drains it, and
-    the least time the request itself takes to its first output once started (``service_s``)."""
+    the least time the request itself takes to its first output once started (``service_s``).
+
+    For an LLM the backlog is the prompt tokens to prefill before its own, at prefill speed, and
+    ``capacity_wait_s`` the time until there is room for it in the engines' budget
+    (``scheduling.start_wait``); the predicted wait is the longer of the two.
+    """
 
     tokens_ahead: float
     service_tokens_per_s: float
     service_s: float = 0.0
+    capacity_wait_s: float = 0.0
 
     @property
     def predicted_wait_s(self) -> float:
-        return self.tokens_ahead / self.service_tokens_per_s if self.service_tokens_per_s > 0 else float("inf")
+        line_s = self.tokens_ahead / self.service_tokens_per_s if self.service_tokens_per_s > 0 else float("inf")
+        return max(line_s, self.capacity_wait_s)
 
 
 @dataclass(frozen=True)
@@ -115,6 +122,8 @@ class AdmissionControl:
         wait_s = estimate.predicted_wait_s
         signals = {"predicted_wait_s": wait_s, "tokens_ahead": estimate.tokens_ahead,
                    "service_tokens_per_s": estimate.service_tokens_per_s}
+        if estimate.capacity_wait_s:
+            signals["capacity_wait_s"] = estimate.capacity_wait_s
         retry_s = wait_s if wait_s != float("inf") else None
         slo_s = request.ttft_slo_s if request.ttft_slo_s is not None else float("inf")
         service_s = estimate.service_s

@@ -43,8 +43,9 @@ from scheduling.outcomes import (
 )
 from scheduling.placement import Endpoint, Placement, fair_placement, least_loaded_placement
 from scheduling.placement.latency import predicted_latency_s, prefill_time_s
-from scheduling.queued_work import QueuedWork
+from scheduling.queued_work import NO_WORK, QueuedWork, Work
 from scheduling.requests import Request, RequestKind
+from scheduling.start_wait import llm_wait_estimate
 from scheduling.workers import ModelLimits, ServiceRate, WorkerLoad, WorkerView
 
 NO_WORKER_RETRY_S = 5.0
@@ -131,13 +132,17 @@ class Scheduler:
         return (units or request.rows) * request.cost_factor
 
     def estimate(self, request: Request, endpoints: Sequence[Endpoint]) -> WaitEstimate:
-        """Work the queue serves before ``request`` (``QueuedWork.ahead_of``) over the feasible
-        workers' speed, and the least time its own prefill takes (on the fastest of them, idle)."""
-        ahead = self.queued_work.ahead_of(request, self._expected_units(request))
-        service_s = 0.0
+        """The wait of ``request`` behind the work the queue serves first (``QueuedWork.ahead_of``):
+        for an LLM until it can start (``scheduling.start_wait``), for a batched model until the
+        work ahead is done, at the feasible workers' observed speed."""
+        return self._wait_behind(request, self.queued_work.ahead_of(request, self._expected_units(request)),
+                                 endpoints)
+
+    def _wait_behind(self, request: Request, ahead: Work, endpoints: Sequence[Endpoint]) -> WaitEstimate:
+        units = self._expected_units(request)
         if request.kind is RequestKind.LLM and endpoints:
-            service_s = min((request.prefill_tokens + 1.0) / e.view.profile.prefill_tokens_per_s for e in endpoints)
-        return WaitEstimate(ahead, sum(e.tokens_per_s for e in endpoints), service_s)
+            return llm_wait_estimate(request, ahead, units, endpoints)
+        return WaitEstimate(ahead.units, sum(e.tokens_per_s for e in endpoints))
 
     def submit(self, request: Request, now: float) -> Admission:
         """Admit ``request`` into the queue, or reject it with the reason and its signals."""
@@ -277,10 +282,11 @@ class Scheduler:
         if target is None:
             return None
         ahead = [r for r in ordered[: ordered.index(target)] if r.model == target.model]
-        speed = sum(e.tokens_per_s for e in self.endpoints(target.model, now))
-        units = sum(self._expected_units(r) for r in ahead)
-        start = now + (units / speed if speed > 0 else float("inf"))
-        return QueueStatus(position=len(ahead), estimated_start_s=start)
+        work = NO_WORK
+        for queued in ahead:
+            work = work + Work.of(queued, self._expected_units(queued))
+        wait = self._wait_behind(target, work, self.endpoints(target.model, now))
+        return QueueStatus(position=len(ahead), estimated_start_s=now + wait.predicted_wait_s)
 
     def service_counters(self) -> dict[str, float]:
         """Weighted service per tenant (the fair queue's virtual token counters)."""

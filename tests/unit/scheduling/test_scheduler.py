@@ -40,7 +40,7 @@ def test_queued_requests_expire_at_their_deadline_and_are_never_dispatched() -> 
     scheduler = _scheduler()
     scheduler.update_workers([view("big", BIG, "eu")])
     who = tenant(tier=Tier.PREMIUM)
-    hog = request(who, prefill=4000, output=4192)
+    hog = request(who, prefill=100, output=8092)  # holds the whole KV budget
     scheduler.update_workers([view("big", replace(BIG, max_context_tokens=8192), "eu")])
     scheduler.submit(hog, now=0)
     scheduler.schedule(now=0)
@@ -76,7 +76,7 @@ def test_residency_rejects_when_no_worker_is_in_an_allowed_region() -> None:
 def test_a_full_queue_sheds_the_newest_batch_request_for_a_premium_one() -> None:
     scheduler = _scheduler(max_queued=2)
     scheduler.update_workers([view("big", replace(BIG, max_context_tokens=8192), "eu")])
-    hog = request(tenant("hog", Tier.PREMIUM), prefill=4000, output=4192)
+    hog = request(tenant("hog", Tier.PREMIUM), prefill=100, output=8092)  # holds the whole KV budget
     scheduler.submit(hog, now=0)
     scheduler.schedule(now=0)
     batch = tenant("b", Tier.BATCH)

@@ -16,7 +16,10 @@ LONG = replace(BIG, max_context_tokens=8192)  # 4,000 prefill tokens/s, 8,192 KV
 
 def _scheduler(policy: Policy = Policy.FAIR, expire_at_ttft: bool = True,  # type: ignore[no-untyped-def]
                admission: AdmissionConfig | None = None):
-    config = SchedulerConfig(policy=policy, expire_at_ttft=expire_at_ttft, admission=admission or AdmissionConfig())
+    """A worker whose KV budget a premium hog fills; admission's own wait check is off unless
+    ``admission`` says otherwise (it would refuse what these tests queue: the hog holds the budget)."""
+    admission = admission or AdmissionConfig(reject_predicted_misses=False)
+    config = SchedulerConfig(policy=policy, expire_at_ttft=expire_at_ttft, admission=admission)
     scheduler = build_scheduler(config, LIMITS)
     scheduler.update_workers([view("big", LONG, "eu")])
     hog = request(tenant("hog", Tier.PREMIUM), prefill=4000, output=4192)  # fills the KV budget
@@ -69,7 +72,7 @@ def test_a_request_that_would_start_too_late_on_the_chosen_worker_expires_instea
 
 
 def test_admission_refuses_a_request_whose_wait_plus_prefill_would_miss_its_objective() -> None:
-    scheduler, _ = _scheduler()
+    scheduler, _ = _scheduler(admission=AdmissionConfig())
     who = tenant(tier=Tier.PREMIUM)
     scheduler.submit(request(who, prefill=2000, output=2000, deadline_in_s=30, slo_s=3.0), now=0)
     late = scheduler.submit(request(who, prefill=3000, output=10, deadline_in_s=30, slo_s=3.0), now=0)

@@ -1,0 +1,67 @@
+"""When a queued LLM request can start: admission's wait estimate for continuous-batching engines.
+
+A queued LLM request does not wait for the work ahead of it to *finish*: an engine runs many
+sequences at once. It waits until
+
+- the prompts ahead of it are prefilled: the engines' prefill lines (as predicted at dispatch) plus
+  the prompts queued ahead of it, at the feasible workers' summed prefill speed. The gateway holds
+  prompts back while an engine's line is long (``max_prefill_line_s``), but they are prefilled in
+  that order all the same: the bound changes where a prompt waits, not how long;
+- and there is room for it: when the KV tokens (prompt plus reserved output) or the sequences in
+  flight, plus those queued ahead, plus its own exceed the workers' budget for its tier, the excess
+  must complete first. That work drains at the workers' observed service speed.
+
+The predicted wait is the longer of the two (``WaitEstimate``: ``tokens_ahead`` over
+``service_tokens_per_s`` for the first, ``capacity_wait_s`` for the second).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from scheduling.admission import WaitEstimate
+from scheduling.placement.endpoint import Endpoint
+from scheduling.queued_work import Work
+from scheduling.requests import Request
+from scheduling.workers import kv_capacity_tokens, prefill_backlog_s
+
+
+def llm_wait_estimate(request: Request, ahead: Work, own_units: float,
+                      endpoints: Sequence[Endpoint]) -> WaitEstimate:
+    """The wait of LLM ``request`` (expected cost ``own_units``) behind ``ahead`` on ``endpoints``
+    (not empty), and its own prefill time on the fastest of them when idle."""
+    speeds = [e.view.profile.prefill_tokens_per_s for e in endpoints]
+    line_tokens = sum(prefill_backlog_s(e.load.model(request.model), e.now_s) * speed
+                      for e, speed in zip(endpoints, speeds, strict=True))
+    service_s = min((request.prefill_tokens + 1.0) / speed for speed in speeds)
+    return WaitEstimate(line_tokens + ahead.prefill_tokens, sum(speeds), service_s,
+                        capacity_wait_s(request, ahead, own_units, endpoints))
+
+
+def capacity_wait_s(request: Request, ahead: Work, own_units: float, endpoints: Sequence[Endpoint]) -> float:
+    """Seconds until some worker has room for ``request`` within its tier's KV and sequence budget,
+    the work queued ahead taking its part of every worker (in proportion to the worker's speed);
+    0 when it fits at once. Dispatch is per worker, so the first worker to make room decides."""
+    rate = sum(e.tokens_per_s for e in endpoints)
+    if rate <= 0:
+        return float("inf")
+    units_per_kv_token = own_units / request.context_tokens if request.context_tokens else 1.0
+    units_per_request = (ahead.units + own_units) / (ahead.requests + 1.0)
+    return min(_worker_wait_s(request, ahead.scaled(e.tokens_per_s / rate), e, units_per_kv_token, units_per_request)
+               for e in endpoints)
+
+
+def _worker_wait_s(request: Request, ahead: Work, endpoint: Endpoint, units_per_kv_token: float,
+                   units_per_request: float) -> float:
+    """Seconds until the work on ``endpoint`` over the tier's budget (with ``ahead`` and the request
+    added) has completed, at the worker's observed speed."""
+    view, share = endpoint.view, endpoint.limits.share(request.tier)
+    kv_in_flight = max(endpoint.load.kv_tokens, view.kv_used_tokens or 0) + ahead.kv_tokens
+    sequences = endpoint.load.model(request.model).requests + ahead.requests
+    # What must finish cannot exceed what is there: a request larger than the budget runs alone.
+    kv_excess = min(kv_in_flight, kv_in_flight + request.context_tokens - kv_capacity_tokens(view) * share)
+    sequence_excess = min(sequences, sequences + 1 - max(1, int(view.profile.max_sequences * share)))
+    excess_units = max(kv_excess * units_per_kv_token, sequence_excess * units_per_request, 0.0)
+    if excess_units <= 0:
+        return 0.0
+    return excess_units / endpoint.tokens_per_s if endpoint.tokens_per_s > 0 else float("inf")
