@@ -9,6 +9,12 @@ or stop string; ``length``: ``max_tokens`` or the sequence limit; ``cancelled``:
 so) and the usage counts; its blocks are freed in the same step, and its KV cells too unless
 prefix reuse keeps them for the next sequence in its slot (``scheduler``).
 
+Stream interval (``EngineConfig.stream_interval_tokens``, like vLLM's ``--stream-interval``): the
+first text of a generation is sent at once (time to first token is unchanged), later text every
+that many tokens, and whatever is held back goes with the final delta. Every send crosses from
+the engine to Triton, the gateway and the client; fewer of them leave more CPU to the model on a
+host where all of those share the cores. The text itself does not change, only its chunking.
+
 Thread contract: one thread calls everything (it owns the llama.cpp context); sinks are called
 on that thread. ``generate()`` runs one request alone to completion (tests, benchmarks).
 """
@@ -178,18 +184,21 @@ class BatchEngine:
             self._finish(seq, "stop")
             return
         seq.tokens.append(token)
-        text = seq.stream.push(self.runtime.piece(token))
-        if text:
-            seq.sink.send(Delta(text))
+        seq.unsent_text += seq.stream.push(self.runtime.piece(token))
+        seq.unsent_tokens += 1
         if seq.stream.stopped:
             self._finish(seq, "stop")
         elif seq.generated >= seq.max_new_tokens:
             self._finish(seq, "length")
+        elif seq.unsent_text and (not seq.sent_text or seq.unsent_tokens >= self.config.stream_interval_tokens):
+            seq.sink.send(Delta(seq.unsent_text))
+            seq.unsent_text, seq.unsent_tokens, seq.sent_text = "", 0, True
 
     def _finish(self, seq: Sequence, reason: str) -> None:
         self._release(seq)
         seq.finish_reason = reason
-        seq.sink.send(Delta(seq.stream.flush(), reason, seq.prompt_tokens, seq.generated))
+        text, seq.unsent_text = seq.unsent_text + seq.stream.flush(), ""
+        seq.sink.send(Delta(text, reason, seq.prompt_tokens, seq.generated))
 
     def _release(self, seq: Sequence) -> None:
         slot = self.scheduler.finish(seq)

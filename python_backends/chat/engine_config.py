@@ -37,6 +37,7 @@ class EngineConfig:
     flash_attention: bool = True
     prefix_cache: bool = True  # reuse a finished sequence's KV prefix in its slot (scheduler docstring)
     short_prefill_first: bool = True  # a short new prompt's prefill gets a step of its own (scheduler docstring)
+    stream_interval_tokens: int = 1  # text is sent every this many tokens (the first at once; engine docstring)
 
     def __post_init__(self) -> None:
         if self.context_tokens < 2:
@@ -45,8 +46,8 @@ class EngineConfig:
             raise ValueError("kv_cache_tokens must hold at least one block")
         if not 0 < self.max_running < self.max_batch_tokens:
             raise ValueError("max_running must be in 1..max_batch_tokens-1")
-        if self.prefill_chunk_tokens < 1 or self.n_threads < 1:
-            raise ValueError("prefill_chunk_tokens and n_threads must be positive")
+        if self.prefill_chunk_tokens < 1 or self.n_threads < 1 or self.stream_interval_tokens < 1:
+            raise ValueError("prefill_chunk_tokens, n_threads and stream_interval_tokens must be positive")
 
     @property
     def total_blocks(self) -> int:
@@ -86,4 +87,5 @@ class EngineConfig:
             flash_attention=flag("flash_attention"),
             prefix_cache=flag("prefix_cache"),
             short_prefill_first=flag("short_prefill_first"),
+            stream_interval_tokens=number("stream_interval_tokens", 1),
         )

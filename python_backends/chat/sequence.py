@@ -57,6 +57,9 @@ class Sequence:
     admitted: int = -1  # admission stamp (higher = admitted more recently)
     preemptions: int = 0
     finish_reason: str | None = None
+    unsent_text: str = ""  # generated text held back until the stream interval is reached
+    unsent_tokens: int = 0  # tokens accepted since text was last sent
+    sent_text: bool = False
 
     def __post_init__(self) -> None:
         self.sampler = TokenSampler(self.params)

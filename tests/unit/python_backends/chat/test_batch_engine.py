@@ -169,3 +169,21 @@ def test_prefix_reuse_skips_the_shared_prefill_and_changes_no_output(artifacts_d
     assert stats.prefix_hit_tokens_total >= prompt_tokens - len(prompts)  # every prompt but its last token
     assert stats.prefill_tokens_total - prefill_before == len(prompts)   # one token each, for its logits
     assert stats.kv_blocks_used == 0
+
+
+def test_a_stream_interval_sends_the_first_text_at_once_then_every_n_tokens_and_the_same_text(
+        engine: BatchEngine, artifacts_dir: Path) -> None:
+    prompt = TEMPLATE.format(QUESTIONS[2])
+    every_token = engine.generate(prompt, GREEDY)
+    chunked_engine = _engine(artifacts_dir, stream_interval_tokens=4)
+    try:
+        chunked = chunked_engine.generate(prompt, GREEDY)
+    finally:
+        chunked_engine.runtime.close()
+    assert chunked.text == every_token.text
+    last, expected = chunked.deltas[-1], every_token.deltas[-1]
+    assert (last.finish_reason, last.prompt_tokens, last.completion_tokens) == (
+        expected.finish_reason, expected.prompt_tokens, expected.completion_tokens)
+    tokens = expected.completion_tokens
+    assert chunked.deltas[0].text == every_token.deltas[0].text  # the first token's text is not held back
+    assert len(chunked.deltas) <= 2 + tokens // 4 < len(every_token.deltas)
