@@ -41,6 +41,8 @@ class _Profile(_Strict):
     decode_tokens_per_s: Positive
     cost_per_hour: Annotated[float, Field(ge=0)]
     max_sequences: Annotated[int, Field(gt=0)] = 256
+    decode_step_s: Positive | None = None  # batch-1 decode iteration (s); with kv_read_s_per_token, the cost model
+    kv_read_s_per_token: Annotated[float, Field(ge=0)] = 0.0
     models: tuple[str, ...] = ()
     quantizations: tuple[str, ...] = ()
 

@@ -22,7 +22,7 @@ from typing import Protocol
 from scheduling.requests import Request
 from simulator.engine import STEP, Event, EventLoop
 from simulator.hardware import KV_BLOCK_TOKENS
-from simulator.perf import MAX_SEQUENCES, STEP_TOKEN_BUDGET, LlmPerf
+from simulator.perf import MAX_SEQUENCES, LlmPerf
 
 
 class WorkerListener(Protocol):
@@ -126,7 +126,7 @@ class LlmWorker:
             self._segment = None
             return
         decoders = [s for s in self.running if s.decoding]
-        budget = STEP_TOKEN_BUDGET - len(decoders)
+        budget = self.perf.step_token_budget - len(decoders)
         chunks: list[tuple[Sequence, int]] = []
         for sequence in self.running:
             if budget <= 0:

@@ -30,6 +30,9 @@ from simulator.hardware import (
 
 MAX_SEQUENCES = 256  # vLLM's default max_num_seqs
 STEP_TOKEN_BUDGET = 2048  # tokens per iteration (Sarathi-style chunked prefill budget; vLLM's default)
+STEP_BUDGET_GRAIN = 256  # step budgets are chosen in multiples of this many tokens
+MIN_STEP_TOKEN_BUDGET = 512  # below this, prefill re-reads the weights too often (and decoders crowd it out)
+TPOT_ITERATION_SHARE = 0.8  # a full-chunk iteration may take this share of the TPOT objective (rest: KV reads)
 ATTENTION_LAYERS_HIDDEN = 32 * 4096  # layers x hidden of the 7B/8B models (both 32 x 4,096)
 
 
@@ -40,6 +43,11 @@ class LlmPerf:
     gpu: GpuSpec
     model: ModelSpec
     step_overhead_s: float = STEP_OVERHEAD_S
+    step_token_budget: int = STEP_TOKEN_BUDGET  # the engine's max tokens per iteration (max_num_batched_tokens)
+
+    def __post_init__(self) -> None:
+        if self.step_token_budget <= 0:
+            raise ValueError(f"step_token_budget must be > 0, got {self.step_token_budget}")
 
     @property
     def kv_pool_tokens(self) -> int:
@@ -69,7 +77,7 @@ class LlmPerf:
         """Batch-1 time to first token for a prompt (chunked at the step budget)."""
         total, done = 0.0, 0
         while done < prompt_tokens:
-            chunk = min(STEP_TOKEN_BUDGET, prompt_tokens - done)
+            chunk = min(self.step_token_budget, prompt_tokens - done)
             total += self.step_s(chunk, 0, done, done + chunk)
             done += chunk
         return total
@@ -81,8 +89,10 @@ class LlmPerf:
     def profile(self) -> CapacityProfile:
         """The capacity profile the scheduler is told (its priors; it learns the real rate online).
 
-        Prefill speed: a full 2,048-token chunk; decode speed: units (prompt + output tokens) per
+        Prefill speed: a full chunk of the step token budget; decode speed: units (prompt + output tokens) per
         second of a worker decoding its typical batch (prompts ≈ 1k tokens, as in the Azure traces).
+        Decode model: a batch-1 decode iteration (weights, LM head, overhead) plus the KV read per
+        cached token, at the bandwidth efficiency.
         """
         kv = self.kv_pool_tokens
         seqs = max(1, min(MAX_SEQUENCES, kv // 1280))
@@ -92,10 +102,27 @@ class LlmPerf:
             gpu_type=self.gpu.name, memory_gib=self.gpu.memory_gib, max_batch_tokens=max(1, kv),
             max_context_tokens=self.model.max_context_tokens, prefill_tokens_per_s=self.prefill_rate(),
             decode_tokens_per_s=units_per_s, cost_per_hour=self.gpu.cost_per_hour,
-            max_sequences=MAX_SEQUENCES)
+            max_sequences=MAX_SEQUENCES, decode_step_s=self.step_s(0, 1, 0),
+            kv_read_s_per_token=self.model.kv_bytes_per_token / (self.gpu.bandwidth_gb_s * 1e9 * BANDWIDTH_EFFICIENCY))
 
     def prefill_rate(self) -> float:
-        return STEP_TOKEN_BUDGET / self.step_s(STEP_TOKEN_BUDGET, 0, 0, STEP_TOKEN_BUDGET)
+        """Prompt tokens per second of an engine prefilling full chunks (its step token budget)."""
+        chunk = self.step_token_budget
+        return chunk / self.step_s(chunk, 0, 0, chunk)
+
+
+def tpot_step_budget(gpu: GpuSpec, model: ModelSpec, tpot_s: float, largest: int = STEP_TOKEN_BUDGET) -> int:
+    """The engine's step token budget for a TPOT objective (Sarathi-Serve's rule): the largest
+    multiple of ``STEP_BUDGET_GRAIN``, at most ``largest``, whose iteration carrying a full prompt
+    chunk takes at most ``TPOT_ITERATION_SHARE`` of ``tpot_s``, so that sequences decoding beside a
+    prefill keep their objective; never below ``MIN_STEP_TOKEN_BUDGET`` (a GPU too slow for the
+    objective even then gets that floor)."""
+    perf = LlmPerf(gpu, model)
+    budget = MIN_STEP_TOKEN_BUDGET
+    for candidate in range(MIN_STEP_TOKEN_BUDGET, largest + 1, STEP_BUDGET_GRAIN):
+        if perf.step_s(candidate, 0, 0, candidate) <= TPOT_ITERATION_SHARE * tpot_s:
+            budget = candidate
+    return budget
 
 
 @dataclass(frozen=True)

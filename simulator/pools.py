@@ -1,5 +1,11 @@
 """Pools of simulated workers: a mix of GPU types (``{"h100": 16}``) becomes worker specs with the
-views the scheduler sees, and the per-model limits with the shipped tier shares."""
+views the scheduler sees, and the per-model limits with the shipped tier shares.
+
+Each GPU type's LLM engine gets its own step token budget, chosen for the tightest TPOT objective
+of the tiers (``perf.tpot_step_budget``): a small GPU prefills in smaller chunks so that the
+sequences decoding beside a prefill keep their time per output token; a fast one keeps vLLM's
+2,048. This is an engine setting shipped per pool (``max_num_batched_tokens``); the profile's
+prefill speed follows it."""
 
 from __future__ import annotations
 
@@ -10,8 +16,8 @@ from scheduling.requests import RequestKind
 from scheduling.workers import ModelLimits, WorkerView
 from simulator.driver import WorkerSpec
 from simulator.hardware import GPUS, MODELS, GpuSpec
-from simulator.perf import BatchedPerf, LlmPerf, diffusion_perf, resnet50_perf
-from simulator.tenancy import MODEL, PREFILL_LINE_S, TIER_SHARE
+from simulator.perf import BatchedPerf, LlmPerf, diffusion_perf, resnet50_perf, tpot_step_budget
+from simulator.tenancy import MODEL, PREFILL_LINE_S, SLOS, TIER_SHARE
 
 DEFAULT_MODEL = "llama-3-8b"
 
@@ -44,7 +50,7 @@ def build_pool(mix: Mapping[str, int], model: str = DEFAULT_MODEL, lazy_timeouts
     A GPU whose memory cannot hold the weights gets no worker (its pool is empty)."""
     specs: list[WorkerSpec] = []
     for gpu, count in mix.items():
-        perf = LlmPerf(GPUS[gpu], MODELS[model])
+        perf = llm_perf(gpu, model)
         if perf.kv_pool_tokens <= 0:
             continue
         profile = perf.profile()
@@ -53,6 +59,13 @@ def build_pool(mix: Mapping[str, int], model: str = DEFAULT_MODEL, lazy_timeouts
                               kv_total_tokens=perf.kv_pool_tokens)
             specs.append(WorkerSpec(perf, view, perf.cold_start_s() if cold_start else 0.0, lazy_timeouts))
     return specs
+
+
+def llm_perf(gpu: str, model: str = DEFAULT_MODEL) -> LlmPerf:
+    """The engine of ``model`` on one ``gpu``, with the step token budget for the tightest TPOT objective."""
+    tightest_tpot_s = min(slo.tpot_s for slo in SLOS.values())
+    budget = tpot_step_budget(GPUS[gpu], MODELS[model], tightest_tpot_s)
+    return LlmPerf(GPUS[gpu], MODELS[model], step_token_budget=budget)
 
 
 def model_limits() -> dict[str, ModelLimits]:

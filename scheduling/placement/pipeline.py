@@ -78,7 +78,9 @@ def fair_placement(rng: random.Random) -> Placement:
     capability, context = Capability(), ContextHeadroom()
     weights: dict[Tier, tuple[tuple[Scorer, float], ...]] = {
         Tier.PREMIUM: ((latency, 2.0), (capability, 2.0), (headroom, 1.0), (context, 1.0)),
-        Tier.STANDARD: ((latency, 2.0), (headroom, 1.0), (context, 1.0), (cost, 2.0)),
+        # Standard's TTFT objective is loose: past meeting it (the MeetsSlo filter), dollars count
+        # more than speed, so cost weighs 3 and latency 1 (2 / 2 sent long prompts to big GPUs).
+        Tier.STANDARD: ((latency, 1.0), (headroom, 1.0), (context, 1.0), (cost, 3.0)),
         Tier.BATCH: ((latency, 0.5), (headroom, 1.0), (context, 0.5), (cost, 3.0)),
     }
     return Placement(HARD_FILTERS, (MeetsSlo(),), weights, rng)

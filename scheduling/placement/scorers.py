@@ -61,14 +61,20 @@ class CheapPerToken:
 
 def request_cost(request: Request, endpoint: Endpoint) -> float:
     """Predicted dollars to serve ``request`` on the endpoint's GPU type, from its profile: the
-    prompt at the prefill speed plus the reserved output at the decode speed, the latter scaled down
-    when sequences this long cannot fill the engine's ``max_sequences`` within its KV pool (a long
-    sequence on a small-memory GPU decodes in a small, inefficient batch)."""
+    prompt at the prefill speed plus the reserved output at the decode cost per token.
+
+    With a decode model in the profile (``CapacityProfile.decode_s_per_token``) an output token
+    costs one iteration's time over the batch that sequences of this length fill (a long sequence
+    on a small-memory GPU decodes in a small, inefficient batch). Without one, the profile's decode
+    speed is scaled down by how far such sequences fall short of filling ``max_sequences``."""
     profile = endpoint.view.profile
     context = max(1, request.context_tokens)
-    batch_fill = min(1.0, kv_capacity_tokens(endpoint.view) / (context * profile.max_sequences))
-    seconds = (request.prefill_tokens / profile.prefill_tokens_per_s
-               + request.max_output_tokens / (profile.decode_tokens_per_s * batch_fill))
+    capacity = kv_capacity_tokens(endpoint.view)
+    per_token = profile.decode_s_per_token(context, capacity)
+    if per_token is None:
+        batch_fill = min(1.0, capacity / (context * profile.max_sequences))
+        per_token = 1.0 / (profile.decode_tokens_per_s * batch_fill)
+    seconds = request.prefill_tokens / profile.prefill_tokens_per_s + request.max_output_tokens * per_token
     return profile.cost_per_hour / 3600.0 * seconds
 
 

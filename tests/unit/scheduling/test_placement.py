@@ -99,3 +99,17 @@ def test_a_short_request_costs_least_on_the_cheap_gpu_and_a_long_one_on_the_big_
     long = CheapPerRequest()(request(tenant(), prefill=1500, output=500), endpoints)
     assert short["small"] == 1.0 > short["big"]
     assert long["big"] == 1.0 > long["small"]
+
+
+def test_with_a_decode_model_prefill_heavy_requests_go_to_cheap_compute_and_long_outputs_to_big_memory() -> None:
+    # A small GPU: cheap compute, a slow weight read, a KV pool of 16k tokens; a big one: 4x the
+    # price, 2.5x the prefill speed, 4x faster weight reads and a 400k-token pool.
+    cheap = replace(SMALL, max_batch_tokens=16_000, max_context_tokens=8192, prefill_tokens_per_s=5000,
+                    decode_step_s=0.037, kv_read_s_per_token=3e-7)
+    big = replace(BIG, max_batch_tokens=400_000, max_context_tokens=8192, prefill_tokens_per_s=12_500,
+                  decode_step_s=0.012, kv_read_s_per_token=9e-8)
+    endpoints = _endpoints(view("small", cheap), view("big", big))
+    prefill_heavy = CheapPerRequest()(request(tenant(), prefill=3000, output=16), endpoints)
+    long_output = CheapPerRequest()(request(tenant(), prefill=1000, output=512), endpoints)
+    assert prefill_heavy["small"] == 1.0 > prefill_heavy["big"]
+    assert long_output["big"] == 1.0 > long_output["small"]

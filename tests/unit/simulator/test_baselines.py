@@ -31,7 +31,7 @@ def test_fcfs_dispatches_in_arrival_order_and_never_expires_or_rejects() -> None
 
 def test_priority_only_serves_premium_first_and_ignores_tenant_fairness() -> None:
     hog, small = Tenant("hog", Tier.STANDARD), Tenant("small", Tier.STANDARD)
-    work = [*_burst(200, [hog]), one("z-gold", GOLD, 0.5, 2000, 200), one("z-small", small, 0.5, 2000, 200)]
+    work = [*_burst(60, [hog]), one("z-gold", GOLD, 0.5, 2000, 200), one("z-small", small, 0.5, 2000, 200)]
     order = _dispatch_order("priority-only", work, {"a10": 1})
     queued_gold, queued_small = order.index("z-gold"), order.index("z-small")
     assert queued_gold < queued_small
