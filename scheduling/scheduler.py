@@ -4,6 +4,7 @@ asyncio loop, the simulator's event heap).
 
     submit(request, now) -> Admitted | Rejected
     schedule(now)        -> SchedulePlan(dispatches, expired, shed)
+    first_token(id, now)  (optional: corrects the predicted prefill line)
     complete(id, now, generated_tokens) / cancel(id, now)
     next_deadline_s()    -> when the driver must call schedule() again at the latest
 
@@ -46,7 +47,7 @@ from scheduling.placement.latency import predicted_latency_s, prefill_time_s
 from scheduling.queued_work import NO_WORK, QueuedWork, Work
 from scheduling.requests import Request, RequestKind
 from scheduling.start_wait import llm_wait_estimate
-from scheduling.workers import ModelLimits, ServiceRate, WorkerLoad, WorkerView
+from scheduling.workers import ModelLimits, ServiceRate, WorkerLoad, WorkerView, observe_first_token
 
 NO_WORKER_RETRY_S = 5.0
 OUTPUT_RATIO_SMOOTHING = 0.2
@@ -67,10 +68,15 @@ class SchedulerConfig:
 
 @dataclass(frozen=True)
 class InFlight:
+    """A dispatched request; LLM requests keep when their first token was predicted (s, driver
+    clock) and the worker's line correction at dispatch, for ``Scheduler.first_token``."""
+
     request: Request
     worker_id: str
     pool: str
     dispatched_s: float
+    first_token_predicted_s: float | None = None
+    line_shift_s: float = 0.0
 
 
 class Scheduler:
@@ -229,8 +235,12 @@ class Scheduler:
             self._dequeue(request.request_id, now, release=False)
             self.queue.charge(request)
             prefill_s = prefill_time_s(request, endpoint) if request.kind is RequestKind.LLM else 0.0
-            self.loads[endpoint.worker_id].add(request, now, prefill_s)
-            self.in_flight[request.request_id] = InFlight(request, endpoint.worker_id, endpoint.view.pool, now)
+            load = self.loads[endpoint.worker_id]
+            load.add(request, now, prefill_s)
+            line = load.model(request.model)
+            predicted_s = line.prefill_until_s if request.kind is RequestKind.LLM else None
+            self.in_flight[request.request_id] = InFlight(request, endpoint.worker_id, endpoint.view.pool, now,
+                                                          predicted_s, line.line_shift_s)
             return Dispatch(request.request_id, endpoint.worker_id, endpoint.view.pool, now - request.arrival_s)
         return None
 
@@ -268,6 +278,16 @@ class Scheduler:
         unused = max(0, request.max_output_tokens - generated_tokens) * request.cost_factor
         self.admission.release(request, unused, now)
         return flight
+
+    def first_token(self, request_id: str, now: float) -> None:
+        """A dispatched LLM request produced its first token: correct the worker's predicted prefill
+        line by how late (or early) it came (``workers.observe_first_token``). Optional for a
+        driver; without it the line is predicted from the profile alone."""
+        flight = self.in_flight.get(request_id)
+        if flight is None or flight.first_token_predicted_s is None or flight.worker_id not in self.loads:
+            return
+        line = self.loads[flight.worker_id].model(flight.request.model)
+        observe_first_token(line, flight.first_token_predicted_s, flight.line_shift_s, now)
 
     def cancel(self, request_id: str, now: float, generated_tokens: int = 0) -> bool:
         """The client went away: drop the request from the queue, or end it if in flight."""

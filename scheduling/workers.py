@@ -97,6 +97,7 @@ class ModelLoad:
     busy_s: float = 0.0
     last_change_s: float | None = None
     prefill_until_s: float = 0.0  # when the prompts dispatched so far should all be prefilled (predicted)
+    line_shift_s: float = 0.0  # total correction applied to the line from observed first tokens
 
     def advance(self, now: float) -> None:
         """Add the busy time since the last change (the model had requests in flight)."""
@@ -140,6 +141,18 @@ class WorkerLoad:
             load.prefill_until_s = min(load.prefill_until_s, now)  # nothing left in the engine's line
         busy, load.busy_s = load.busy_s, 0.0
         return busy
+
+
+def observe_first_token(load: ModelLoad, predicted_s: float, shift_at_dispatch_s: float, now: float) -> None:
+    """A prompt predicted (at its dispatch) to be prefilled at ``predicted_s`` gave its first token
+    at ``now``: the prompts behind it in the engine's line are late (or early) by as much, so the
+    line's end moves by that error (never before ``now``). Corrections applied since that dispatch
+    (``line_shift_s`` then and now) are already in the line and are not counted twice. This closes
+    the loop on the profile's prefill speed, which a busy engine (decoding many sequences in
+    every iteration) does not reach: without it the error would accumulate in the line."""
+    error = now - (predicted_s + load.line_shift_s - shift_at_dispatch_s)
+    load.line_shift_s += error
+    load.prefill_until_s = max(now, load.prefill_until_s + error)
 
 
 def prefill_backlog_s(load: ModelLoad, now: float) -> float:

@@ -34,6 +34,8 @@ class SchedulerLike(Protocol):
 
     def schedule(self, now: float) -> SchedulePlan: ...
 
+    def first_token(self, request_id: str, now: float) -> None: ...
+
     def complete(self, request_id: str, now: float, generated_tokens: int = 0) -> object: ...
 
     def next_deadline_s(self) -> float | None: ...
@@ -173,6 +175,7 @@ class Simulation:
     # -- worker side (WorkerListener) -----------------------------------------------------------
     def first_token(self, request_id: str, now: float) -> None:
         self.records[request_id].first_token_s = now
+        self.scheduler.first_token(request_id, now)
 
     def finished(self, request_id: str, now: float, generated_tokens: int) -> None:
         record = self.records[request_id]

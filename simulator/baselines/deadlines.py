@@ -47,6 +47,9 @@ class DeadlineOverride:
     def schedule(self, now: float) -> SchedulePlan:
         return self.scheduler.schedule(now)
 
+    def first_token(self, request_id: str, now: float) -> None:
+        self.scheduler.first_token(request_id, now)
+
     def complete(self, request_id: str, now: float, generated_tokens: int = 0) -> object:
         return self.scheduler.complete(request_id, now, generated_tokens)
 

@@ -56,6 +56,9 @@ class TritonQueue:
         dispatches, self._pending = tuple(self._pending), []
         return SchedulePlan(dispatches)
 
+    def first_token(self, request_id: str, now: float) -> None:
+        """Triton's queue learns nothing from first tokens."""
+
     def complete(self, request_id: str, now: float, generated_tokens: int = 0) -> bool:
         worker_id = self.worker_of.pop(request_id, None)
         if worker_id is None:
