@@ -12,6 +12,7 @@ from scheduling.workers import ModelLimits
 from simulator.driver import SchedulerLike
 from simulator.metrics import RunSummary
 from simulator.policies import PolicyRegistry, PolicySpec
+from simulator.pools import mix_cost_per_hour
 from simulator.records import SimRequest
 from simulator.runner import RunSpec, requests_for, simulate
 from simulator.tenancy import TenantShare, make_request
@@ -36,6 +37,39 @@ def capacity_rps(items: Sequence[TraceItem], mix: Mapping[str, int], seed: int =
     result, _ = simulate(RunSpec("probe", mix, seed), arrivals, registry)
     lo, hi = 0.2 * result.makespan_s, 0.8 * result.makespan_s
     return sum(r.finish_s is not None and lo <= r.finish_s < hi for r in result.records) / (hi - lo)
+
+
+LENGTH_EDGES = (500, 1500)  # prompt-token bands of the cost-by-length profile (short, mid, long)
+
+
+@dataclass(frozen=True)
+class BandCost:
+    """One GPU type on the requests whose prompt falls in ``[low, high)`` tokens (``high`` None: no
+    upper bound): saturated requests per second and dollars per hour per request per second."""
+
+    gpu: str
+    low: int
+    high: int | None
+    requests: int
+    capacity_rps: float
+    cost_per_rps: float
+
+
+def cost_by_prompt_length(items: Sequence[TraceItem], gpus: Sequence[str], edges: Sequence[int] = LENGTH_EDGES,
+                          seed: int = 0) -> list[BandCost]:
+    """Melange's profiling step: one GPU of each type saturated with only one band of prompt lengths
+    (``capacity_rps``), priced per request per second. It says which type is cheapest for which
+    requests; it is no bound on a pool's cost (an engine that mixes bands can beat each band alone:
+    decode rides along with prefill)."""
+    lows, highs = [0, *edges], [*edges, None]
+    bands: list[BandCost] = []
+    for low, high in zip(lows, highs, strict=True):
+        chosen = [i for i in items if i.prompt_tokens >= low and (high is None or i.prompt_tokens < high)]
+        for gpu in gpus:
+            rps = capacity_rps(chosen, {gpu: 1}, seed) if chosen else 0.0
+            cost = mix_cost_per_hour({gpu: 1})
+            bands.append(BandCost(gpu, low, high, len(chosen), rps, cost / rps if rps > 0 else float("inf")))
+    return bands
 
 
 def _unbounded_fifo(limits: Mapping[str, ModelLimits], seed: int) -> SchedulerLike:

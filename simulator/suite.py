@@ -9,11 +9,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from simulator.experiments import capacity_rps, sweep
+from simulator.experiments import capacity_rps, cost_by_prompt_length, sweep
 from simulator.fidelity import TOLERANCE, fidelity_points
 from simulator.metrics import RunSummary
 from simulator.noisy import run_noisy
-from simulator.planning import Plan, plan_pool
+from simulator.planning import PLANNING_TYPES, Plan, plan_pool
 from simulator.pools import mix_label, parse_mix
 from simulator.report import (
     plot_attainment_vs_load,
@@ -112,10 +112,21 @@ def plan(out: Path, window_s: float = 600.0, scale: float = 4.0, trace: str = "c
     items = scale_load(window(load_azure(trace, traces_dir), 0.0, window_s), scale)
     result: Plan = plan_pool(requests_for(items, None, seed), policy, max_evaluations=max_evaluations, seed=seed,
                              progress=lambda e: on_run(mix_label(e.mix)))
+    on_run("cost by prompt length")
+    bands = cost_by_prompt_length(items, PLANNING_TYPES, seed=seed)
     headline = {"trace": trace, "window_s": window_s, "scale": scale, "offered_rps": mean_rate(items),
                 "best_single": result.best_single, "best_mix": result.best_mix, "savings": result.savings,
-                "evaluations": result.evaluations}
+                "evaluations": result.evaluations, "cost_by_prompt_length": bands}
     write_json(out / "plan.json", headline)
+    rows = ["| prompt tokens | requests | " + " | ".join(f"{g} req/s, $/h per req/s" for g in PLANNING_TYPES) + " |",
+            "|---|---|" + "---|" * len(PLANNING_TYPES)]
+    for band in range(len(bands) // len(PLANNING_TYPES)):
+        row = bands[band * len(PLANNING_TYPES): (band + 1) * len(PLANNING_TYPES)]
+        span = f"{row[0].low}-{row[0].high}" if row[0].high is not None else f">= {row[0].low}"
+        rows.append(f"| {span} | {row[0].requests} | "
+                    + " | ".join(f"{b.capacity_rps:.2f}, {b.cost_per_rps:.3f}" for b in row) + " |")
+    (out / "plan.md").write_text(f"# Cost by prompt length, {trace} trace, first {window_s / 60:.0f} min "
+                                 "(one GPU of each type, saturated)\n\n" + "\n".join(rows) + "\n")
     points = [(mix_label(e.mix), e.cost_per_hour, e.attainment, e.met) for e in result.evaluations]
     plot_cost_vs_attainment(points, out / "plan_cost_attainment.png",
                             f"Pool mixes, {trace} trace x{scale:g} ({window_s / 60:.0f} min), policy {policy}")
