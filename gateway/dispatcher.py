@@ -47,6 +47,13 @@ class Ticket:
     worker: Worker
     _dispatcher: Dispatcher = field(repr=False)
     _finished: bool = False
+    _first_output_seen: bool = False
+
+    def first_output(self) -> None:
+        """The worker sent the request's first output (its prompt is prefilled); later calls do nothing."""
+        if not self._first_output_seen and not self._finished:
+            self._first_output_seen = True
+            self._dispatcher.first_output(self.request)
 
     def finish(self, outcome: str, generated_tokens: int = 0) -> None:
         if not self._finished:
@@ -169,6 +176,12 @@ class Dispatcher:
         self.metrics.version_holders.labels(request.model, str(request.model_version)).dec()
         self.statuses.finished(request.request_id, outcome)
         self.metrics.outcomes.labels(request.tier.value, outcome.partition("(")[0]).inc()
+
+    def first_output(self, request: Request) -> None:
+        """Tell the core when a dispatched LLM request's first token came, which corrects its
+        worker's predicted prefill line (and may let the next prompt go)."""
+        self.scheduler.first_token(request.request_id, self.clock())
+        self._wake.set()
 
     def finish(self, request: Request, outcome: str, generated_tokens: int = 0) -> None:
         self.scheduler.complete(request.request_id, self.clock(), generated_tokens)

@@ -44,9 +44,15 @@ class Call:
     created: int
     ticket: Ticket
 
-    def chunks(self) -> AsyncIterator[TextChunk]:
-        return stream_generation(self.ticket.worker, self.model.name, self.request_id, self.generation,
-                                 version=self.ticket.request.model_version)
+    async def chunks(self) -> AsyncIterator[TextChunk]:
+        """The generation's chunks; the first one tells the scheduler the prompt is prefilled."""
+        first = True
+        async for chunk in stream_generation(self.ticket.worker, self.model.name, self.request_id,
+                                             self.generation, version=self.ticket.request.model_version):
+            if first:
+                first = False
+                self.ticket.first_output()
+            yield chunk
 
 
 def check_unsupported(body: ChatCompletionRequest | CompletionRequest) -> None:
