@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -30,7 +31,7 @@ import typer
 
 from bench.chat import GatewayChat, StreamTiming, run_streams
 from bench.clients import gateway_http
-from bench.cpu import renice_tree
+from bench.cpu import component_seconds, renice_tree
 from bench.report import machine_facts
 from bench.run import command_line, log
 from bench.stack import BENCH_RESULTS, StackOptions, bench_stack
@@ -49,8 +50,13 @@ def _pct(values: list[float], q: float) -> float:
     return clean[min(len(clean) - 1, round(q * (len(clean) - 1)))]
 
 
-async def closed_loop(chat: GatewayChat, streams: int, warmup_s: float, duration_s: float) -> dict[str, Any]:
-    """``streams`` clients stream back to back; see the module docstring for what is counted."""
+CpuSnapshot = Callable[[], dict[str, float]]
+
+
+async def closed_loop(chat: GatewayChat, streams: int, warmup_s: float, duration_s: float,
+                      cpu: CpuSnapshot | None = None) -> dict[str, Any]:
+    """``streams`` clients stream back to back; see the module docstring for what is counted.
+    With ``cpu``, each component's CPU milliseconds per completion token counted in the window."""
     ended: list[tuple[float, StreamTiming]] = []
     errors: list[str] = []
 
@@ -70,14 +76,21 @@ async def closed_loop(chat: GatewayChat, streams: int, warmup_s: float, duration
     started = time.perf_counter()
     stop_at = started + warmup_s + duration_s
     tasks = [asyncio.create_task(client()) for _ in range(streams)]
-    await asyncio.sleep(warmup_s + duration_s)
+    await asyncio.sleep(warmup_s)
+    cpu_before = cpu() if cpu is not None else {}
+    await asyncio.sleep(duration_s)
+    cpu_after = cpu() if cpu is not None else {}
     for task in tasks:
         task.cancel()
     _, pending = await asyncio.wait(tasks, timeout=120.0)  # a swallowed cancel ends at its stream's end
     if pending:
         raise RuntimeError(f"{len(pending)} clients did not stop")
     window = [t for end, t in ended if started + warmup_s <= end <= started + warmup_s + duration_s]
+    tokens = sum(t.completion_tokens for t in window)
+    cpu_ms = {name: round((cpu_after[name] - cpu_before[name]) * 1000.0 / tokens, 3)
+              for name in cpu_after if name in cpu_before and tokens}
     return {"generations": len(window), "errors": len(errors), "error_samples": errors[:3],
+            "cpu_ms_per_token": cpu_ms,
             "aggregate_tokens_per_s": sum(t.completion_tokens for t in window) / duration_s,
             "completion_tokens_p50": statistics.median([t.completion_tokens for t in window]) if window else 0,
             "ttft_ms": [t.ttft_ms for t in window], "itl_ms": [t.itl_ms for t in window]}
@@ -124,14 +137,14 @@ async def _ttft_under_load(url: str, key: str, long_streams: int, users: list[st
 
 
 async def _measure(url: str, key: str, streams: list[int], repeats: int, timing: tuple[float, float],
-                   result: dict[str, Any]) -> None:
+                   result: dict[str, Any], cpu: CpuSnapshot | None = None) -> None:
     http = gateway_http(url, key, max_connections=max(streams) + 4, timeout_s=300.0)
     try:
         chat = GatewayChat(http, idle_timeout_s=60.0)
         await run_streams(chat.stream, 1, 0.0)  # warm-up
         for repeat in range(repeats):
             for count in streams:
-                served = await closed_loop(chat, count, *timing)
+                served = await closed_loop(chat, count, *timing, cpu=cpu)
                 result["served"].append({"repeat": repeat, "streams": count, **served})
                 log(f"served x{count} #{repeat + 1}: {served['aggregate_tokens_per_s']:.1f} tok/s, "
                     f"{served['generations']} generations, {served['errors']} errors")
@@ -158,12 +171,31 @@ def summarize(result: dict[str, Any], streams: list[int]) -> list[dict[str, Any]
         rows.append({"streams": count, "served_tokens_per_s": aggregate,
                      "ceiling_tokens_per_s": statistics.median(ceiling), "errors": sum(r["errors"] for r in served),
                      "ttft_p50_ms": _pct(ttft, 0.5), "ttft_p99_ms": _pct(ttft, 0.99),
-                     "itl_p50_ms": _pct(itl, 0.5), "itl_p99_ms": _pct(itl, 0.99), "generations": len(ttft)})
+                     "itl_p50_ms": _pct(itl, 0.5), "itl_p99_ms": _pct(itl, 0.99), "generations": len(ttft),
+                     "cpu_ms_per_token": _median_by_key([r.get("cpu_ms_per_token", {}) for r in served])})
     single = rows[0]["served_tokens_per_s"] if rows and rows[0]["streams"] == 1 else float("nan")
     for row in rows:
         row["served_over_ceiling"] = row["served_tokens_per_s"] / row["ceiling_tokens_per_s"]
         row["served_over_single"] = row["served_tokens_per_s"] / single
     return rows
+
+
+def _median_by_key(samples: list[dict[str, float]]) -> dict[str, float]:
+    keys = sorted({key for sample in samples for key in sample})
+    return {key: statistics.median(s[key] for s in samples if key in s) for key in keys}
+
+
+def _cpu_table(rows: list[dict[str, Any]]) -> list[str]:
+    """CPU milliseconds per generated token by component (medians over repeats)."""
+    names = sorted({name for r in rows for name in r["cpu_ms_per_token"]})
+    if not names:
+        return []
+    lines = ["", "| streams | " + " | ".join(f"{name} CPU ms/token" for name in names) + " |",
+             "|---:|" + "---:|" * len(names)]
+    for r in rows:
+        cells = " | ".join(f"{r['cpu_ms_per_token'].get(name, float('nan')):.2f}" for name in names)
+        lines.append(f"| {r['streams']} | {cells} |")
+    return lines
 
 
 def markdown(rows: list[dict[str, Any]], result: dict[str, Any]) -> str:
@@ -174,6 +206,7 @@ def markdown(rows: list[dict[str, Any]], result: dict[str, Any]) -> str:
         lines.append(f"| {r['streams']} | {r['served_tokens_per_s']:.1f} | {r['ceiling_tokens_per_s']:.1f} "
                      f"| {r['served_over_ceiling']:.2f} | {r['served_over_single']:.2f} | {r['ttft_p50_ms']:.1f} "
                      f"| {r['ttft_p99_ms']:.1f} | {r['itl_p50_ms']:.1f} | {r['itl_p99_ms']:.1f} | {r['generations']} |")
+    lines.extend(_cpu_table(rows))
     lines.append("")
     for label, suffix in (("same question each time", ""), ("a new question each time", "_new_question")):
         idle = statistics.median(result[f"ttft_idle{suffix}_ms"])
@@ -209,7 +242,11 @@ def main(out: Annotated[Path, typer.Option(help="JSON report.")] = BENCH_RESULTS
                 for pid in (endpoints.gateway_pid, os.getpid()):
                     renice_tree(pid, YIELD_NICE)
                 result["settings"]["gateway_and_load_generator_nice"] = YIELD_NICE
-            asyncio.run(_measure(endpoints.gateway_url, api_key, counts, repeats, (warmup_s, duration_s), result))
+            def cpu() -> dict[str, float]:
+                return component_seconds(endpoints.gateway_pid, endpoints.triton_pid, "chat")
+
+            asyncio.run(_measure(endpoints.gateway_url, api_key, counts, repeats, (warmup_s, duration_s), result,
+                                 cpu))
     result["elapsed_s"] = round(time.time() - started, 1)
     result["summary"] = summarize(result, counts)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -3,6 +3,8 @@
 On a shared, noisy 2-core host the CPU a component spends per request is steadier than its
 throughput: ``CpuMeter(pid).seconds()`` is the user+system time so far of ``pid`` and every
 process below it (Triton's python-backend stubs are children of tritonserver).
+``component_seconds(gateway_pid, triton_pid)`` reads the gateway's, Triton's (with its stubs), one
+named model's stub's and this load generator's own CPU seconds at once.
 ``pin_tree(pid, cpus)`` sets the CPU affinity of every thread of ``pid`` and its descendants
 (threads they start later inherit it), and ``renice_tree(pid, nice)`` their nice value, to
 emulate components on hosts of their own.
@@ -86,3 +88,31 @@ class CpuMeter:
             return found[1] if found is not None else 0.0
         stats = _processes()
         return sum(stats[pid][1] for pid in _tree(self.pid, stats))
+
+
+def model_stub_pid(triton_pid: int, model: str) -> int | None:
+    """The python-backend stub of ``model`` under ``triton_pid`` (its first argument is
+    ``<repository>/<model>/<version>/model.py``), or None."""
+    stats = _processes()
+    for pid in _tree(triton_pid, stats):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if "triton_python_backend_stub" in argv[0].decode(errors="replace") and len(argv) > 1 \
+                and Path(argv[1].decode(errors="replace")).parent.parent.name == model:
+            return pid
+    return None
+
+
+def component_seconds(gateway_pid: int | None, triton_pid: int | None, model: str | None = None) -> dict[str, float]:
+    """CPU seconds so far of the gateway, of the Triton worker (with its stubs), of ``model``'s stub
+    alone (when given and found), each if known, and of this load generator's own process (not the
+    stack it started; the control plane's threads, which run in it, are counted with it)."""
+    pids = {"gateway": gateway_pid, "triton": triton_pid}
+    seconds = {name: CpuMeter(pid).seconds() for name, pid in pids.items() if pid is not None}
+    if model is not None and triton_pid is not None:
+        stub = model_stub_pid(triton_pid, model)
+        if stub is not None:
+            seconds[f"{model}_stub"] = CpuMeter(stub, descendants=False).seconds()
+    return {**seconds, "load_generator": CpuMeter(os.getpid(), descendants=False).seconds()}

@@ -29,7 +29,7 @@ import typer
 
 from bench.chat import ChatRun, DirectChat, GatewayChat, StreamTiming, run_streams
 from bench.clients import BATCHED_MODELS, DirectClient, GatewayClient, gateway_http
-from bench.cpu import CpuMeter, pin_tree
+from bench.cpu import component_seconds, pin_tree
 from bench.load import RunResult, closed_loop
 from bench.report import machine_facts, markdown, summarize_cell, summarize_chat
 from bench.stack import BENCH_RESULTS, Endpoints, StackOptions, bench_stack
@@ -104,12 +104,7 @@ async def measure_batched(endpoints: Endpoints, settings: Settings, workload: Wo
 
 
 def _cpu_seconds(endpoints: Endpoints) -> dict[str, float]:
-    """CPU seconds so far of the gateway, of the Triton worker (with its stubs), if known, and of
-    this load generator's own process (not the stack it started; the control plane's threads, which
-    run in it, are counted with it)."""
-    pids = {"gateway": endpoints.gateway_pid, "triton": endpoints.triton_pid}
-    seconds = {name: CpuMeter(pid).seconds() for name, pid in pids.items() if pid is not None}
-    return {**seconds, "load_generator": CpuMeter(os.getpid(), descendants=False).seconds()}
+    return component_seconds(endpoints.gateway_pid, endpoints.triton_pid)
 
 
 def _cpu_ms_per_request(endpoints: Endpoints, before: dict[str, float], result: RunResult) -> dict[str, float]:
