@@ -1,27 +1,40 @@
 """An LLM engine in virtual time: iteration-level (continuous) batching, a per-iteration token
-budget with chunked prefill, and a paged KV pool sized from GPU memory minus weights.
+budget with chunked prefill, and a paged KV pool sized from GPU memory minus weights, whose blocks
+are allocated on demand and reclaimed by preemption (vLLM's PagedAttention with recompute, and
+the ``python_backends/chat`` engine).
 
 Contract: ``enqueue(sequence)`` hands the engine a request (the driver's dispatch). Each iteration
-admits waiting sequences in arrival order while a sequence slot and KV blocks for the prompt plus
-the reserved output are free (no eviction), gives every decoding sequence one token and fills the
-rest of the token budget with prompt chunks. The iteration that finishes a prompt emits the first
-token. Iterations with no prompt work and the same batch are fast-forwarded as one segment up to
-the next sequence end; an arrival that can join cuts the segment at the next iteration boundary, so
-the result equals stepping one iteration at a time (with the KV read at the segment's mid-point).
-With ``lazy_timeouts`` (Triton's queue policy) a waiting head whose deadline passed is dropped
-when it reaches the head of the queue, not at its deadline.
+
+1. makes room for growth: when the decoding sequences' next tokens need more blocks than are
+   free, the running sequence of the lowest tier admitted most recently is preempted: its blocks
+   are freed and it goes back to the head of the waiting queue, to prefill its prompt and the
+   tokens it had generated again (recompute; its first token is not emitted twice);
+2. when nothing was preempted, admits waiting sequences in order while a sequence slot and blocks
+   for the prompt are free beyond the next iteration's growth and a watermark (1 % of the blocks,
+   vLLM's default);
+3. gives every decoding sequence one token and fills the rest of the token budget with prompt
+   chunks. The iteration that finishes a prompt emits the first token.
+
+Iterations with no prompt work and the same batch are fast-forwarded as one segment up to the
+next sequence end or the last iteration whose growth the free blocks hold; an arrival that can
+join cuts the segment at the next iteration boundary, so the result equals stepping one iteration
+at a time (with the KV read at the segment's mid-point). A sequence running alone is never
+preempted (one larger than the pool runs alone, past it). With ``lazy_timeouts`` (Triton's queue
+policy) a waiting head whose deadline passed is dropped when it reaches the head of the queue,
+not at its deadline (a preempted sequence is not: it was already started).
 """
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
 
+from scheduling.fair_queue import TIERS_IN_ORDER
 from scheduling.requests import Request
 from simulator.engine import STEP, Event, EventLoop
 from simulator.hardware import KV_BLOCK_TOKENS
+from simulator.kv_blocks import WATERMARK_SHARE, blocks_for, growth_blocks, max_decode_steps
 from simulator.perf import MAX_SEQUENCES, LlmPerf
 
 
@@ -38,21 +51,31 @@ class WorkerListener(Protocol):
 @dataclass
 class Sequence:
     """One request inside the engine; ``output_tokens`` is what it will really generate (an LLM
-    generates at least one token)."""
+    generates at least one token). ``recomputed``: generated tokens that the current prefill
+    rebuilds after a preemption; ``blocks``: KV blocks held; ``admitted``: admission order."""
 
     request: Request
     output_tokens: int
     prefilled: int = 0
     generated: int = 0
     blocks: int = 0
+    recomputed: int = 0
+    admitted: int = 0
+    preemptions: int = 0
 
     @property
     def prompt(self) -> int:
-        return max(1, self.request.prefill_tokens)
+        """Tokens to prefill: the prompt, plus the tokens generated before a preemption."""
+        return max(1, self.request.prefill_tokens) + self.recomputed
 
     @property
     def decoding(self) -> bool:
         return self.prefilled >= self.prompt
+
+    @property
+    def kv_tokens(self) -> int:
+        """Tokens whose KV the sequence holds."""
+        return self.prefilled + self.generated - self.recomputed
 
 
 @dataclass
@@ -62,6 +85,11 @@ class _Segment:
     steps: int
     chunks: tuple[tuple[Sequence, int], ...]
     event: Event
+
+
+def _victim_key(sequence: Sequence) -> tuple[int, int]:
+    """Preemption order: the lowest tier first, then the most recently admitted."""
+    return TIERS_IN_ORDER.index(sequence.request.tier), sequence.admitted
 
 
 class LlmWorker:
@@ -74,14 +102,15 @@ class LlmWorker:
         self.lazy_timeouts = lazy_timeouts
         self.total_blocks = perf.kv_pool_tokens // KV_BLOCK_TOKENS
         self.free_blocks = self.total_blocks
+        self.watermark_blocks = int(self.total_blocks * WATERMARK_SHARE)
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.busy_s = 0.0
         self.iterations = 0
+        self.preemptions = 0
+        self.recomputed_tokens = 0  # prompt plus generated tokens prefilled again after preemptions
+        self._admissions = 0
         self._segment: _Segment | None = None
-
-    def blocks_for(self, sequence: Sequence) -> int:
-        return math.ceil((sequence.prompt + sequence.request.max_output_tokens) / KV_BLOCK_TOKENS)
 
     def enqueue(self, sequence: Sequence) -> None:
         """Take a dispatched request; start at once if idle, or cut a decode segment if it can join."""
@@ -92,11 +121,19 @@ class LlmWorker:
         elif segment.steps > 1 and self._can_admit(self.waiting[0]):
             self._cut(segment)
 
+    def _growing(self) -> list[tuple[int, int]]:
+        """``(kv_tokens, held_blocks)`` of the decoding sequences (the ones that grow)."""
+        return [(s.kv_tokens, s.blocks) for s in self.running if s.decoding]
+
     def _can_admit(self, sequence: Sequence) -> bool:
+        """A slot is free, and blocks for the prompt (and its first token) are free beyond the next
+        iteration's growth and the watermark; an idle engine takes anything."""
         if len(self.running) >= MAX_SEQUENCES:
             return False
-        need = self.blocks_for(sequence)
-        return need <= self.free_blocks or (not self.running and need > self.total_blocks)
+        if not self.running:
+            return True
+        room = self.free_blocks - growth_blocks(self._growing(), 1) - self.watermark_blocks
+        return blocks_for(sequence.prompt + 1) <= room
 
     def _cut(self, segment: _Segment) -> None:
         done = int((self.loop.now - segment.start_s) / segment.step_s) + 1
@@ -109,19 +146,47 @@ class LlmWorker:
 
     def _admit(self) -> None:
         while self.waiting:
-            if self.lazy_timeouts and drop_expired_head(self.waiting, self.loop.now, self.listener):
-                continue
             head = self.waiting[0]
+            if (self.lazy_timeouts and not head.preemptions
+                    and drop_expired_head(self.waiting, self.loop.now, self.listener)):
+                continue
             if not self._can_admit(head):
                 return
             self.waiting.popleft()
-            head.blocks = min(self.blocks_for(head), self.free_blocks)
+            head.blocks = blocks_for(head.prompt + 1)
             self.free_blocks -= head.blocks
+            self._admissions += 1
+            head.admitted = self._admissions
             self.running.append(head)
+
+    def _preempt_for_growth(self) -> bool:
+        """Preempt until the decoding sequences' next tokens fit the free blocks (never the last
+        running sequence); True when any was preempted."""
+        preempted = False
+        while len(self.running) > 1 and growth_blocks(self._growing(), 1) > self.free_blocks:
+            victim = max(self.running, key=_victim_key)
+            self.running.remove(victim)
+            self.free_blocks += victim.blocks
+            victim.blocks, victim.prefilled, victim.recomputed = 0, 0, victim.generated
+            victim.preemptions += 1
+            self.preemptions += 1
+            self.recomputed_tokens += victim.prompt
+            self.waiting.appendleft(victim)  # victims keep their admission order at the head
+            preempted = True
+        return preempted
+
+    def _decode_steps(self, decoders: list[Sequence]) -> int:
+        """Identical decode iterations to run as one segment: up to the next sequence end, and no
+        further than the free blocks hold the growth (at least one: room was made for it)."""
+        steps = min(max(1, s.output_tokens) - s.generated for s in decoders)
+        if len(self.running) == 1:
+            return steps
+        return max(1, max_decode_steps(self._growing(), self.free_blocks, steps))
 
     def _begin(self) -> None:
         """Plan the next iteration (or segment of identical decode iterations)."""
-        self._admit()
+        if not self._preempt_for_growth():
+            self._admit()
         if not self.running:
             self._segment = None
             return
@@ -135,13 +200,13 @@ class LlmWorker:
                 chunk = min(sequence.prompt - sequence.prefilled, budget)
                 chunks.append((sequence, chunk))
                 budget -= chunk
-        kv = sum(s.prefilled + s.generated for s in self.running)
+        kv = sum(s.kv_tokens for s in self.running)
         if chunks:
             prompt_tokens = sum(c for _, c in chunks)
             context = max(s.prefilled + c for s, c in chunks)
             steps, step_s = 1, self.perf.step_s(prompt_tokens, len(decoders), kv, context)
         else:
-            steps = min(max(1, s.output_tokens) - s.generated for s in decoders)
+            steps = self._decode_steps(decoders)
             step_s = self.perf.step_s(0, len(decoders), kv + len(decoders) * (steps - 1) // 2)
         now = self.loop.now
         event = self.loop.at(now + steps * step_s, STEP, self._end)
@@ -160,17 +225,34 @@ class LlmWorker:
         for sequence, chunk in segment.chunks:
             sequence.prefilled += chunk
             if sequence.decoding:
-                sequence.generated = 1
-                self.listener.first_token(sequence.request.request_id, now)
+                self._prefilled(sequence, now)
         still: list[Sequence] = []
         for sequence in self.running:
+            self._grow(sequence)
             if sequence.decoding and sequence.generated >= max(1, sequence.output_tokens):
                 self.free_blocks += sequence.blocks
+                sequence.blocks = 0
                 self.listener.finished(sequence.request.request_id, now, sequence.generated)
             else:
                 still.append(sequence)
         self.running = still
         self._begin()
+
+    def _prefilled(self, sequence: Sequence, now: float) -> None:
+        """The iteration that finished a prefill samples a token: the first one (emitted), or after
+        a recompute the next one."""
+        if sequence.generated == 0:
+            sequence.generated = 1
+            self.listener.first_token(sequence.request.request_id, now)
+        else:
+            sequence.generated += 1
+
+    def _grow(self, sequence: Sequence) -> None:
+        """Allocate the blocks the sequence's KV grew into (planned to fit when the iteration began)."""
+        more = blocks_for(sequence.kv_tokens) - sequence.blocks
+        if more > 0:
+            sequence.blocks += more
+            self.free_blocks -= more
 
     @property
     def kv_used_tokens(self) -> int:

@@ -5,7 +5,9 @@ Definitions (DESIGN.md §4): a request meets its SLO when it completed with TTFT
 tier's objectives; attainment is the share of *all* requests (rejected and expired ones count as
 misses) that met it; SLO goodput is SLO-meeting requests per second of the arrival span; cost per
 million tokens within SLO is the pool's price over the run divided by the prompt plus output tokens
-of the requests that met their SLO. Percentiles are nearest-rank over completed requests.
+of the requests that met their SLO. Preemptions are the LLM engines' (a sequence evicted to free KV
+blocks, recomputed later; one request may be preempted more than once). Percentiles are
+nearest-rank over completed requests.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from simulator.driver import SimResult
+from simulator.llm_worker import LlmWorker
 from simulator.records import RequestRecord
 
 PERCENTILES = (50, 90, 99)
@@ -79,6 +82,8 @@ class RunSummary:
     jain_index: float | None
     max_weighted_service_gap: float | None
     events: int
+    preemptions: int = 0
+    recomputed_tokens: int = 0  # prompt plus generated tokens prefilled again after preemptions
 
 
 def summarise(result: SimResult, pool_cost_per_hour: float) -> RunSummary:
@@ -91,9 +96,11 @@ def summarise(result: SimResult, pool_cost_per_hour: float) -> RunSummary:
     capacity_s = len(result.workers) * result.makespan_s
     cost = pool_cost_per_hour * result.makespan_s / 3600.0
     per_m = cost / (overall.tokens_within_slo / 1e6) if overall.tokens_within_slo else None
+    engines = [w.engine for w in result.workers if isinstance(w.engine, LlmWorker)]
     return RunSummary(
         overall=overall, by_tier=_grouped(records, lambda r: r.tier.value, span_s),
         by_tenant=_grouped(records, lambda r: r.tenant, span_s), span_s=span_s, makespan_s=result.makespan_s,
         gpu_utilisation=busy / capacity_s if capacity_s > 0 else 0.0, pool_cost_per_hour=pool_cost_per_hour,
         cost_per_million_slo_tokens=per_m, jain_index=result.fairness.mean_jain,
-        max_weighted_service_gap=result.fairness.max_gap, events=result.events)
+        max_weighted_service_gap=result.fairness.max_gap, events=result.events,
+        preemptions=sum(e.preemptions for e in engines), recomputed_tokens=sum(e.recomputed_tokens for e in engines))

@@ -39,6 +39,7 @@ class Evaluation:
     attainment: float
     premium_attainment: float | None
     met: bool
+    preemptions: int = 0
 
 
 @dataclass
@@ -71,7 +72,7 @@ def plan_pool(arrivals: Sequence[SimRequest], policy: str = "shunter", targets: 
         _, summary = simulate(RunSpec(policy, mix, seed), arrivals)
         premium = summary.by_tier.get("premium")
         result = Evaluation(dict(mix), mix_cost_per_hour(mix), summary.overall.attainment,
-                            premium.attainment if premium else None, targets.met(summary))
+                            premium.attainment if premium else None, targets.met(summary), summary.preemptions)
         plan.evaluations.append(result)
         if not result.met:
             failed.append(dict(mix))

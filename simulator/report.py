@@ -42,7 +42,7 @@ def summary_table(summaries: Mapping[str, RunSummary]) -> str:
     tiers = ("premium", "standard", "batch")
     head = ("| policy | attainment | " + " | ".join(f"{t}" for t in tiers)
             + " | SLO goodput (req/s) | TTFT p50 / p90 / p99 (s) | TPOT p50 / p99 (ms) | rejected | expired"
-            + " | Jain | max gap | GPU util | $/M tokens in SLO |")
+            + " | preempted | Jain | max gap | GPU util | $/M tokens in SLO |")
     rows = [head, "|" + "---|" * (head.count("|") - 1)]
     for name, s in summaries.items():
         o = s.overall
@@ -50,7 +50,8 @@ def summary_table(summaries: Mapping[str, RunSummary]) -> str:
         ttft = " / ".join(_fmt(o.ttft_s[p]) for p in ("p50", "p90", "p99"))
         tpot = " / ".join(_fmt(o.tpot_s[p], 1000, 1) for p in ("p50", "p99"))
         rows.append(f"| {name} | {_fmt(o.attainment, 100, 1)} % | {tier_cells} | {_fmt(o.goodput_rps, digits=1)} | "
-                    f"{ttft} | {tpot} | {o.rejected} | {o.expired} | {_fmt(s.jain_index, digits=3)} | "
+                    f"{ttft} | {tpot} | {o.rejected} | {o.expired} | {s.preemptions} | "
+                    f"{_fmt(s.jain_index, digits=3)} | "
                     f"{_fmt(s.max_weighted_service_gap, digits=0)} | {_fmt(s.gpu_utilisation, 100, 0)} % | "
                     f"{_fmt(s.cost_per_million_slo_tokens)} |")
     return "\n".join(rows) + "\n"

@@ -1,5 +1,6 @@
 """The LLM engine model: prefill then decode timing, chunked prefill, joining at iteration
-boundaries, KV admission; fast-forwarded segments equal single iterations."""
+boundaries, KV admission on the prompt, blocks allocated as sequences grow, preemption by
+recompute; fast-forwarded segments equal single iterations."""
 
 from __future__ import annotations
 
@@ -21,11 +22,13 @@ TENANT = Tenant("t", Tier.STANDARD)
 class Recorder:
     def __init__(self) -> None:
         self.first: dict[str, float] = {}
+        self.firsts: list[str] = []
         self.done: dict[str, tuple[float, int]] = {}
         self.drops: list[str] = []
 
     def first_token(self, request_id: str, now: float) -> None:
         self.first[request_id] = now
+        self.firsts.append(request_id)
 
     def finished(self, request_id: str, now: float, generated_tokens: int) -> None:
         self.done[request_id] = (now, generated_tokens)
@@ -39,8 +42,9 @@ def _worker(perf: LlmPerf = PERF, lazy: bool = False) -> tuple[EventLoop, LlmWor
     return loop, LlmWorker("w", perf, loop, recorder, lazy), recorder
 
 
-def _sequence(request_id: str, prompt: int, output: int, arrival_s: float = 0.0) -> Sequence:
-    item = one(request_id, TENANT, arrival_s, prompt, output)
+def _sequence(request_id: str, prompt: int, output: int, arrival_s: float = 0.0,
+              tenant: Tenant = TENANT) -> Sequence:
+    item = one(request_id, tenant, arrival_s, prompt, output)
     return Sequence(item.request, item.output_tokens)
 
 
@@ -73,7 +77,7 @@ def test_an_arrival_joins_a_decode_segment_at_the_next_iteration_boundary() -> N
     assert 0 < step < 0.1  # one boundary plus b's prefill iteration
 
 
-def test_sequences_wait_for_kv_blocks_of_prompt_plus_reserved_output() -> None:
+def test_sequences_wait_for_kv_blocks_of_their_prompt() -> None:
     small = LlmPerf(GPUS["a10"], MODELS["llama-2-7b"])  # about 16k KV tokens
     loop, worker, seen = _worker(small)
     capacity = worker.total_blocks * 16
@@ -94,3 +98,60 @@ def test_lazy_timeouts_drop_a_queued_request_only_when_it_reaches_the_head() -> 
     loop.run()
     assert late.request.deadline_s < seen.done["big"][0]
     assert seen.drops == ["late"] and "late" not in seen.done
+
+
+SMALL = LlmPerf(GPUS["a10"], MODELS["llama-2-7b"])  # about 16k KV tokens
+
+
+def test_a_sequence_is_admitted_when_its_prompt_fits_though_its_reserved_output_does_not() -> None:
+    loop, worker, seen = _worker(SMALL)
+    capacity = worker.total_blocks * 16
+    worker.enqueue(_sequence("a", capacity // 2, 2000))  # prompt + max_tokens (2,048) well past half
+    assert worker.running[0].blocks == (capacity // 2 + 1 + 15) // 16  # the prompt and its first token only
+    worker.enqueue(_sequence("b", capacity // 3, 10))  # fits beside a's prompt, not beside its reservation
+    loop.run()
+    assert seen.done["b"][0] < seen.done["a"][0]  # b ran beside a (reserving, it would wait for a to end)
+    assert seen.done["a"][1] == 2000 and seen.done["b"][1] == 10 and worker.preemptions == 0
+
+
+def test_when_blocks_run_out_the_latest_admitted_sequence_is_preempted_and_recomputed() -> None:
+    loop, worker, seen = _worker(SMALL)
+    capacity = worker.total_blocks * 16
+    first, second = _sequence("first", capacity * 9 // 20, 1500), _sequence("second", capacity * 9 // 20, 1500)
+    worker.enqueue(first)
+    worker.enqueue(second)
+    loop.run()
+    assert worker.preemptions >= 1 and second.preemptions >= 1 and first.preemptions == 0
+    assert seen.done["first"][1] == 1500 and seen.done["second"][1] == 1500  # every token, once
+    assert seen.done["second"][0] > seen.done["first"][0]
+    assert sorted(seen.firsts) == ["first", "second"]  # a recompute emits no second first token
+    assert worker.recomputed_tokens > capacity * 9 // 20  # the prompt and the tokens generated before
+    assert worker.free_blocks == worker.total_blocks and not worker.running and not worker.waiting
+
+
+def test_preemption_takes_the_lowest_tier_before_a_later_admitted_higher_one() -> None:
+    loop, worker, _ = _worker(SMALL)
+    capacity = worker.total_blocks * 16
+    batch = _sequence("batch", capacity * 9 // 20, 1500, tenant=Tenant("b", Tier.BATCH))
+    premium = _sequence("premium", capacity * 9 // 20, 1500, tenant=Tenant("p", Tier.PREMIUM))
+    worker.enqueue(batch)
+    worker.enqueue(premium)
+    loop.run()
+    assert batch.preemptions >= 1 and premium.preemptions == 0
+
+
+def test_a_decode_segment_ends_where_single_iterations_would_run_out_of_blocks() -> None:
+    def run(single_steps: bool) -> tuple[dict[str, tuple[float, int]], int]:
+        loop, worker, seen = _worker(SMALL)
+        if single_steps:
+            worker._decode_steps = lambda decoders: 1  # type: ignore[method-assign]
+        capacity = worker.total_blocks * 16
+        for name in ("a", "b", "c"):
+            worker.enqueue(_sequence(name, capacity // 4, 1900))
+        loop.run()
+        return seen.done, worker.preemptions
+
+    segmented, single = run(False), run(True)
+    assert segmented[1] == single[1] >= 1
+    for name, (finish_s, generated) in single[0].items():
+        assert segmented[0][name] == (pytest.approx(finish_s, rel=1e-3), generated)
