@@ -47,7 +47,15 @@ from scheduling.placement.latency import predicted_latency_s, prefill_time_s
 from scheduling.queued_work import NO_WORK, QueuedWork, Work
 from scheduling.requests import Request, RequestKind
 from scheduling.start_wait import llm_wait_estimate
-from scheduling.workers import ModelLimits, ServiceRate, WorkerLoad, WorkerView, observe_first_token
+from scheduling.workers import (
+    ModelLimits,
+    ServiceRate,
+    WorkerLoad,
+    WorkerView,
+    held_output_share,
+    kv_claim_tokens,
+    observe_first_token,
+)
 
 NO_WORKER_RETRY_S = 5.0
 OUTPUT_RATIO_SMOOTHING = 0.2
@@ -69,7 +77,8 @@ class SchedulerConfig:
 @dataclass(frozen=True)
 class InFlight:
     """A dispatched request; LLM requests keep when their first token was predicted (s, driver
-    clock) and the worker's line correction at dispatch, for ``Scheduler.first_token``."""
+    clock) and the worker's line correction at dispatch, for ``Scheduler.first_token``, and the KV
+    tokens they were budgeted for on the worker (``workers.kv_claim_tokens``)."""
 
     request: Request
     worker_id: str
@@ -77,6 +86,7 @@ class InFlight:
     dispatched_s: float
     first_token_predicted_s: float | None = None
     line_shift_s: float = 0.0
+    kv_tokens: int = 0
 
 
 class Scheduler:
@@ -128,8 +138,16 @@ class Scheduler:
 
     def endpoints(self, model: str, now: float = 0.0) -> list[Endpoint]:
         limits = self.limits.get(model, ModelLimits(model, RequestKind.BATCHED))
-        return [Endpoint(view, self.loads[view.worker_id], limits, self.rate(view.worker_id, model).tokens_per_s, now)
+        share = self.output_share(limits)
+        return [Endpoint(view, self.loads[view.worker_id], limits, self.rate(view.worker_id, model).tokens_per_s,
+                         now, share)
                 for view in self.views.values() if model in view.ready_models]
+
+    def output_share(self, limits: ModelLimits) -> float:
+        """Share of an LLM request's reserved output that its KV claim counts: all of it, or for an
+        engine that allocates KV on demand what a sequence holds on average given the observed
+        (smoothed) share of ``max_tokens`` generated (``workers.held_output_share``)."""
+        return held_output_share(self._output_ratio.get(limits.name, 1.0)) if limits.kv_on_demand else 1.0
 
     # -- admission -------------------------------------------------------------------------------
     def _expected_units(self, request: Request) -> float:
@@ -234,13 +252,15 @@ class Scheduler:
                 continue
             self._dequeue(request.request_id, now, release=False)
             self.queue.charge(request)
-            prefill_s = prefill_time_s(request, endpoint) if request.kind is RequestKind.LLM else 0.0
+            llm = request.kind is RequestKind.LLM
+            prefill_s = prefill_time_s(request, endpoint) if llm else 0.0
+            kv_tokens = kv_claim_tokens(request, endpoint.output_share) if llm else 0
             load = self.loads[endpoint.worker_id]
-            load.add(request, now, prefill_s)
+            load.add(request, now, prefill_s, kv_tokens)
             line = load.model(request.model)
-            predicted_s = line.prefill_until_s if request.kind is RequestKind.LLM else None
+            predicted_s = line.prefill_until_s if llm else None
             self.in_flight[request.request_id] = InFlight(request, endpoint.worker_id, endpoint.view.pool, now,
-                                                          predicted_s, line.line_shift_s)
+                                                          predicted_s, line.line_shift_s, kv_tokens)
             return Dispatch(request.request_id, endpoint.worker_id, endpoint.view.pool, now - request.arrival_s)
         return None
 
@@ -266,7 +286,8 @@ class Scheduler:
         if flight is None:
             return None
         request = flight.request
-        busy_s = self.loads[flight.worker_id].remove(request, now) if flight.worker_id in self.loads else 0.0
+        loads = self.loads.get(flight.worker_id)
+        busy_s = loads.remove(request, now, flight.kv_tokens) if loads is not None else 0.0
         done_units = (request.prefill_tokens + generated_tokens or request.rows) * request.cost_factor
         if (flight.worker_id, request.model) in self._rates or flight.worker_id in self.views:
             self.rate(flight.worker_id, request.model).record(done_units, busy_s)

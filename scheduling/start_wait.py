@@ -7,7 +7,7 @@ sequences at once. It waits until
   the prompts queued ahead of it, at the feasible workers' summed prefill speed. The gateway holds
   prompts back while an engine's line is long (``max_prefill_line_s``), but they are prefilled in
   that order all the same: the bound changes where a prompt waits, not how long;
-- and there is room for it: when the KV tokens (prompt plus reserved output) or the sequences in
+- and there is room for it: when the KV claims (``workers.kv_claim_tokens``) or the sequences in
   flight, plus those queued ahead, plus its own exceed the workers' budget for its tier, the excess
   must complete first. That work drains at the workers' observed service speed.
 
@@ -23,7 +23,7 @@ from scheduling.admission import WaitEstimate
 from scheduling.placement.endpoint import Endpoint
 from scheduling.queued_work import Work
 from scheduling.requests import Request
-from scheduling.workers import kv_capacity_tokens, prefill_backlog_s
+from scheduling.workers import kv_capacity_tokens, kv_claim_tokens, prefill_backlog_s
 
 
 def llm_wait_estimate(request: Request, ahead: Work, own_units: float,
@@ -45,21 +45,23 @@ def capacity_wait_s(request: Request, ahead: Work, own_units: float, endpoints: 
     rate = sum(e.tokens_per_s for e in endpoints)
     if rate <= 0:
         return float("inf")
-    units_per_kv_token = own_units / request.context_tokens if request.context_tokens else 1.0
     units_per_request = (ahead.units + own_units) / (ahead.requests + 1.0)
-    return min(_worker_wait_s(request, ahead.scaled(e.tokens_per_s / rate), e, units_per_kv_token, units_per_request)
+    return min(_worker_wait_s(request, ahead.scaled(e.tokens_per_s / rate), e, own_units, units_per_request)
                for e in endpoints)
 
 
-def _worker_wait_s(request: Request, ahead: Work, endpoint: Endpoint, units_per_kv_token: float,
+def _worker_wait_s(request: Request, ahead: Work, endpoint: Endpoint, own_units: float,
                    units_per_request: float) -> float:
     """Seconds until the work on ``endpoint`` over the tier's budget (with ``ahead`` and the request
-    added) has completed, at the worker's observed speed."""
+    added, each by its KV claim there) has completed, at the worker's observed speed."""
     view, share = endpoint.view, endpoint.limits.share(request.tier)
-    kv_in_flight = max(endpoint.load.kv_tokens, view.kv_used_tokens or 0) + ahead.kv_tokens
+    own_kv = kv_claim_tokens(request, endpoint.output_share)
+    units_per_kv_token = own_units / own_kv if own_kv else 1.0
+    ahead_kv = ahead.prefill_tokens + (ahead.kv_tokens - ahead.prefill_tokens) * endpoint.output_share
+    kv_in_flight = max(endpoint.load.kv_tokens, view.kv_used_tokens or 0) + ahead_kv
     sequences = endpoint.load.model(request.model).requests + ahead.requests
     # What must finish cannot exceed what is there: a request larger than the budget runs alone.
-    kv_excess = min(kv_in_flight, kv_in_flight + request.context_tokens - kv_capacity_tokens(view) * share)
+    kv_excess = min(kv_in_flight, kv_in_flight + own_kv - kv_capacity_tokens(view) * share)
     sequence_excess = min(sequences, sequences + 1 - max(1, int(view.profile.max_sequences * share)))
     excess_units = max(kv_excess * units_per_kv_token, sequence_excess * units_per_request, 0.0)
     if excess_units <= 0:

@@ -3,14 +3,19 @@ driver), the load the scheduler itself put on them (``WorkerLoad``), their obser
 (``ServiceRate``) and the per-model budget that bounds what is dispatched (``ModelLimits``).
 
 Dispatch budgets keep Triton's queues shallow so that order is decided in the gateway: an LLM
-worker takes sequences while their prompt plus reserved output tokens fit its KV capacity (the
-profile's ``max_batch_tokens``, or the engine's live KV pool when it reports a smaller one) and
-its engine runs at most ``max_sequences`` at once; a batched model takes rows up to
-``rows_per_instance`` times its max batch size per instance. Each tier fills at most its share.
+worker takes sequences while their KV claims fit its KV capacity (the profile's
+``max_batch_tokens``, or the engine's live KV pool when it reports a smaller one) and its engine
+runs at most ``max_sequences`` at once. A sequence's claim is its prompt plus its reserved output
+(``max_tokens``), or, for an engine that allocates KV as sequences grow and preempts when it runs
+out (``ModelLimits.kv_on_demand``: vLLM, the ``chat`` CPU engine), what it holds averaged over its
+life: its prompt plus half its expected output (``kv_claim_tokens``, ``held_output_share``). A
+batched model takes rows up to ``rows_per_instance`` times its max batch size per instance. Each
+tier fills at most its share.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -30,6 +35,7 @@ class ModelLimits:
     rows_per_instance: int = 2
     tier_share: Mapping[Tier, float] = field(default_factory=dict)
     max_prefill_line_s: float | None = None  # LLM: predicted prompt time queued in the engine, at most
+    kv_on_demand: bool = False  # LLM: the engine allocates KV as sequences grow and preempts when out of it
 
     def share(self, tier: Tier) -> float:
         """Part of a worker's budget that requests of ``tier`` may fill (the rest stays free for
@@ -119,28 +125,50 @@ class WorkerLoad:
     def kv_tokens(self) -> int:
         return sum(load.tokens for load in self.by_model.values())
 
-    def add(self, request: Request, now: float, prefill_s: float = 0.0) -> None:
-        """Count ``request`` in flight; its prompt joins the worker's prefill line, which the engine
-        works through in dispatch order (``prefill_s``: its predicted prefill time there)."""
+    def add(self, request: Request, now: float, prefill_s: float = 0.0, kv_tokens: int | None = None) -> None:
+        """Count ``request`` in flight with its KV claim (``kv_tokens``; default: prompt plus reserved
+        output); its prompt joins the worker's prefill line, which the engine works through in
+        dispatch order (``prefill_s``: its predicted prefill time there)."""
         load = self.model(request.model)
         load.advance(now)
         load.prefill_until_s = max(now, load.prefill_until_s) + prefill_s
         load.requests += 1
-        load.tokens += request.context_tokens if request.kind is RequestKind.LLM else 0
+        load.tokens += _kv_tokens(request, kv_tokens)
         load.rows += request.rows
 
-    def remove(self, request: Request, now: float) -> float:
-        """Take ``request`` off the worker; return the busy seconds accumulated since the last
-        removal (for the service rate)."""
+    def remove(self, request: Request, now: float, kv_tokens: int | None = None) -> float:
+        """Take ``request`` (with the KV claim it was added with) off the worker; return the busy
+        seconds accumulated since the last removal (for the service rate)."""
         load = self.model(request.model)
         load.advance(now)
         load.requests = max(0, load.requests - 1)
-        load.tokens = max(0, load.tokens - (request.context_tokens if request.kind is RequestKind.LLM else 0))
+        load.tokens = max(0, load.tokens - _kv_tokens(request, kv_tokens))
         load.rows = max(0, load.rows - request.rows)
         if load.requests == 0:
             load.prefill_until_s = min(load.prefill_until_s, now)  # nothing left in the engine's line
         busy, load.busy_s = load.busy_s, 0.0
         return busy
+
+
+def _kv_tokens(request: Request, kv_tokens: int | None) -> int:
+    if request.kind is not RequestKind.LLM:
+        return 0
+    return request.context_tokens if kv_tokens is None else kv_tokens
+
+
+def kv_claim_tokens(request: Request, output_share: float = 1.0) -> int:
+    """KV tokens an LLM request is budgeted for on a worker: its prompt plus ``output_share`` (in
+    [0, 1]) of its reserved output; 1.0 for an engine that reserves KV for ``max_tokens`` up front."""
+    return request.prefill_tokens + math.ceil(request.max_output_tokens * min(1.0, max(0.0, output_share)))
+
+
+def held_output_share(output_ratio: float) -> float:
+    """``output_share`` for an engine that allocates KV on demand, given the observed share of
+    ``max_tokens`` that sequences generate: a sequence holds its prompt plus what it generated so
+    far, so over its life it holds its prompt plus half its output on average, and the claims in
+    flight sum to what the engine holds (Little's law). Peaks above that are the engine's to absorb
+    by preemption (lowest tier first); the driver's live ``kv_used_tokens`` bounds it too."""
+    return 0.5 * min(1.0, max(0.0, output_ratio))
 
 
 def observe_first_token(load: ModelLoad, predicted_s: float, shift_at_dispatch_s: float, now: float) -> None:
@@ -178,8 +206,10 @@ def line_fits(request: Request, load: WorkerLoad, limits: ModelLimits, now: floa
     return prefill_backlog_s(load.model(request.model), now) < bound * limits.share(request.tier)
 
 
-def budget_fits(request: Request, view: WorkerView, load: WorkerLoad, limits: ModelLimits) -> bool:
-    """True when dispatching ``request`` keeps the worker within its dispatch budget.
+def budget_fits(request: Request, view: WorkerView, load: WorkerLoad, limits: ModelLimits,
+                output_share: float = 1.0) -> bool:
+    """True when dispatching ``request`` (an LLM request claiming ``kv_claim_tokens(request,
+    output_share)``) keeps the worker within its dispatch budget.
 
     Requests of a tier fill at most their tier's share of it. A request larger than a whole
     budget is let through on an otherwise idle worker (for that model), so that it is served
@@ -192,16 +222,17 @@ def budget_fits(request: Request, view: WorkerView, load: WorkerLoad, limits: Mo
             return False
         used = max(load.kv_tokens, view.kv_used_tokens or 0)
         capacity = kv_capacity_tokens(view) * share
-        return used + request.context_tokens <= capacity or used == 0
+        return used + kv_claim_tokens(request, output_share) <= capacity or used == 0
     rows_capacity = max(1, int(limits.max_rows_in_flight * share))
     return model_load.rows + request.rows <= rows_capacity or model_load.rows == 0
 
 
-def headroom(request: Request, view: WorkerView, load: WorkerLoad, limits: ModelLimits) -> float:
+def headroom(request: Request, view: WorkerView, load: WorkerLoad, limits: ModelLimits,
+             output_share: float = 1.0) -> float:
     """Share of the worker's budget for this model left after placing ``request``, in [0, 1]."""
     if request.kind is RequestKind.LLM:
         capacity = kv_capacity_tokens(view)
-        used = max(load.kv_tokens, view.kv_used_tokens or 0) + request.context_tokens
+        used = max(load.kv_tokens, view.kv_used_tokens or 0) + kv_claim_tokens(request, output_share)
     else:
         capacity = limits.max_rows_in_flight
         used = load.model(request.model).rows + request.rows

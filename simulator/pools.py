@@ -69,7 +69,8 @@ def llm_perf(gpu: str, model: str = DEFAULT_MODEL) -> LlmPerf:
 
 
 def model_limits() -> dict[str, ModelLimits]:
-    return {MODEL: ModelLimits(MODEL, RequestKind.LLM, tier_share=dict(TIER_SHARE), max_prefill_line_s=PREFILL_LINE_S)}
+    return {MODEL: ModelLimits(MODEL, RequestKind.LLM, tier_share=dict(TIER_SHARE),
+                              max_prefill_line_s=PREFILL_LINE_S, kv_on_demand=True)}
 
 
 VISION_MODEL = "resnet50"

@@ -10,13 +10,15 @@ from scheduling.workers import ModelLimits, WorkerLoad, WorkerView
 @dataclass(frozen=True)
 class Endpoint:
     """A worker with what the scheduler has in flight on it and its observed speed for the model,
-    as of ``now_s`` (the driver's clock when the snapshot was taken)."""
+    as of ``now_s`` (the driver's clock when the snapshot was taken). ``output_share``: the share of
+    an LLM request's reserved output its KV claim counts (``workers.kv_claim_tokens``)."""
 
     view: WorkerView
     load: WorkerLoad
     limits: ModelLimits
     tokens_per_s: float
     now_s: float = 0.0
+    output_share: float = 1.0
 
     @property
     def worker_id(self) -> str:

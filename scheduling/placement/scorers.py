@@ -30,7 +30,7 @@ class BudgetHeadroom:
     name: str = "budget_headroom"
 
     def __call__(self, request: Request, endpoints: Sequence[Endpoint]) -> Scores:
-        return {e.worker_id: headroom(request, e.view, e.load, e.limits) for e in endpoints}
+        return {e.worker_id: headroom(request, e.view, e.load, e.limits, e.output_share) for e in endpoints}
 
 
 @dataclass(frozen=True)

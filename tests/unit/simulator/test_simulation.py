@@ -61,18 +61,18 @@ def test_golden_results_on_a_small_trace() -> None:
 
 
 # Recorded from this model; a change here means the worker model, a workload or the core changed.
-GOLDEN: dict[str, float] = {"completed": 200, "rejected": 0, "expired": 0, "attainment": 1.0, "ttft_p99": 2.7043,
-                            "tpot_p50": 0.04646}
+GOLDEN: dict[str, float] = {"completed": 200, "rejected": 0, "expired": 0, "attainment": 1.0, "ttft_p99": 2.4739,
+                            "tpot_p50": 0.04654}
 
 
 TRACES = Path(__file__).resolve().parents[3] / ".." / "shared" / "traces"
 # The first 400 requests of the Azure conversation trace at 8x its rate on 2 A10 + 1 A100-80:
 # (completed, rejected, expired, attainment, p99 TTFT s) per policy, recorded from this model.
 TRACE_GOLDEN = {
-    "shunter": (373, 8, 19, 0.91, 15.6548), "shunter-slo": (381, 0, 19, 0.93, 15.6548),
-    "fcfs": (400, 0, 0, 0.685, 11.5196), "round-robin": (400, 0, 0, 0.6525, 12.453),
-    "fifo-gateway": (400, 0, 0, 0.685, 11.5196), "triton-queue": (400, 0, 0, 0.5875, 31.9324),
-    "priority-only": (400, 0, 0, 0.685, 11.5196),
+    "shunter": (384, 6, 10, 0.9475, 15.4557), "shunter-slo": (390, 0, 10, 0.9625, 15.4557),
+    "fcfs": (400, 0, 0, 0.6675, 10.3009), "round-robin": (400, 0, 0, 0.65, 11.2232),
+    "fifo-gateway": (400, 0, 0, 0.6675, 10.3009), "triton-queue": (400, 0, 0, 0.5875, 31.9324),
+    "priority-only": (400, 0, 0, 0.6675, 10.3009),
 }
 
 
