@@ -25,7 +25,7 @@ def busy_cpu_s() -> float:
 
 
 def _children(pid: int) -> list[int]:
-    found = []
+    found: list[int] = []
     for task in Path(f"/proc/{pid}/task").glob("*"):
         children = task / "children"
         if children.exists():
@@ -35,7 +35,7 @@ def _children(pid: int) -> list[int]:
 
 def tree_cpu_s(pids: Iterable[int]) -> float:
     """CPU seconds (user + system, reaped children included) of the processes and their descendants."""
-    total, seen, todo = 0.0, set(), list(pids)
+    total, seen, todo = 0.0, set[int](), list(pids)
     while todo:
         pid = todo.pop()
         if pid in seen:
@@ -78,3 +78,34 @@ def wait_for_quiet(max_wait_s: float, window_s: float = 3.0, max_others_share: f
             return {**seen, "waited_s": waited}
         if callable(log):
             log(f"other processes use {seen['others_share']:.0%} of the cores; waiting ({waited:.0f} s)")
+
+
+class ContentionTimeline:
+    """Others' share of the cores in successive ``interval_s`` windows, sampled on a thread
+    from ``start()`` to ``stop()`` (which returns ``[[seconds from start, share], ...]``)."""
+
+    def __init__(self, own_pids: Iterable[int], interval_s: float = 2.0) -> None:
+        import threading
+
+        self.own_pids = list(own_pids)
+        self.interval_s = interval_s
+        self.points: list[list[float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="contention", daemon=True)
+
+    def start(self) -> ContentionTimeline:
+        self._started = time.monotonic()
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            watch = CpuWatch(self.own_pids)
+            self._stop.wait(self.interval_s)
+            share = watch.stop()["others_share"]
+            self.points.append([round(time.monotonic() - self._started, 2), round(share, 3)])
+
+    def stop(self) -> list[list[float]]:
+        self._stop.set()
+        self._thread.join(self.interval_s + 1.0)
+        return self.points

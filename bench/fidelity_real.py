@@ -28,7 +28,7 @@ from typing import Annotated, Any
 
 import typer
 
-from bench.contention import CpuWatch, wait_for_quiet
+from bench.contention import ContentionTimeline, CpuWatch, wait_for_quiet
 from bench.fidelity_trace import API_KEYS, OUTPUT_SHRINK, PROMPT_SHRINK, TENANT_SHARES, TraceOptions, build_trace
 from bench.replay import replay as run_replay
 from bench.replay import warm_up
@@ -74,8 +74,9 @@ def replay(out: Out = OUT, base_port: BasePort = 29100, max_quiet_wait_s: float 
         print(f"warm-up: HTTP {warm.status}, TTFT {warm.ttft_s}")
         quiet = wait_for_quiet(max_quiet_wait_s)
         watch = CpuWatch([])  # this process's tree: the stack it started (gateway, control, Triton)
+        timeline = ContentionTimeline([]).start()
         results = asyncio.run(run_replay(endpoints.gateway_url, items))
-        contention = {**watch.stop(), "quiet_wait_s": quiet["waited_s"]}
+        contention = {**watch.stop(), "quiet_wait_s": quiet["waited_s"], "timeline_others_share": timeline.stop()}
     statuses: dict[int, int] = {}
     for result in results:
         statuses[result.status] = statuses.get(result.status, 0) + 1
