@@ -20,7 +20,8 @@ from simulator.batched_worker import BatchedWorker
 from simulator.engine import ARRIVAL, WAKE, Event, EventLoop
 from simulator.llm_worker import LlmWorker, WorkerListener
 from simulator.llm_worker import Sequence as EngineSequence
-from simulator.perf import BatchedPerf, LlmPerf
+from simulator.perf import BatchedPerf
+from simulator.perf_model import LlmPerfModel
 from simulator.records import RequestRecord, SimRequest
 from simulator.tracking import ServiceTracker
 
@@ -46,7 +47,7 @@ class WorkerSpec:
     """One worker to simulate: its timing model, the view the scheduler is given, when it is ready
     (after a cold start) and whether its engine times queued requests out lazily (Triton)."""
 
-    perf: LlmPerf | BatchedPerf
+    perf: LlmPerfModel | BatchedPerf
     view: WorkerView
     ready_s: float = 0.0
     lazy_timeouts: bool = False
@@ -54,9 +55,9 @@ class WorkerSpec:
 
     def build(self, loop: EventLoop, listener: WorkerListener) -> LlmWorker | BatchedWorker:
         worker_id = self.view.worker_id
-        if isinstance(self.perf, LlmPerf):
-            return LlmWorker(worker_id, self.perf, loop, listener, self.lazy_timeouts)
-        return BatchedWorker(worker_id, self.perf, loop, listener, self.max_batch_rows, self.lazy_timeouts)
+        if isinstance(self.perf, BatchedPerf):
+            return BatchedWorker(worker_id, self.perf, loop, listener, self.max_batch_rows, self.lazy_timeouts)
+        return LlmWorker(worker_id, self.perf, loop, listener, self.lazy_timeouts)
 
 
 @dataclass

@@ -22,6 +22,12 @@ at a time (with the KV read at the segment's mid-point). A sequence running alon
 preempted (one larger than the pool runs alone, past it). With ``lazy_timeouts`` (Triton's queue
 policy) a waiting head whose deadline passed is dropped when it reaches the head of the queue,
 not at its deadline (a preempted sequence is not: it was already started).
+
+The batching settings come from the timing model's ``EngineLimits`` (``perf_model``): sequence
+slots, tokens per iteration, prompt tokens per iteration, KV pool, and whether a short new prompt
+gets an iteration of its own while others decode (``short_prefill_first``: the sequences admitted
+but not yet started are prefilled alone, within one chunk, when the first of them fits one chunk;
+never two such iterations in a row).
 """
 
 from __future__ import annotations
@@ -33,9 +39,8 @@ from typing import Protocol
 from scheduling.fair_queue import TIERS_IN_ORDER
 from scheduling.requests import Request
 from simulator.engine import STEP, Event, EventLoop
-from simulator.hardware import KV_BLOCK_TOKENS
 from simulator.kv_blocks import WATERMARK_SHARE, blocks_for, growth_blocks, max_decode_steps
-from simulator.perf import MAX_SEQUENCES, LlmPerf
+from simulator.perf_model import IterationWork, LlmPerfModel
 
 
 class WorkerListener(Protocol):
@@ -84,6 +89,7 @@ class _Segment:
     step_s: float
     steps: int
     chunks: tuple[tuple[Sequence, int], ...]
+    decoders: tuple[Sequence, ...]
     event: Event
 
 
@@ -93,14 +99,15 @@ def _victim_key(sequence: Sequence) -> tuple[int, int]:
 
 
 class LlmWorker:
-    def __init__(self, worker_id: str, perf: LlmPerf, loop: EventLoop, listener: WorkerListener,
+    def __init__(self, worker_id: str, perf: LlmPerfModel, loop: EventLoop, listener: WorkerListener,
                  lazy_timeouts: bool = False) -> None:
         self.worker_id = worker_id
         self.perf = perf
+        self.limits = perf.limits
         self.loop = loop
         self.listener = listener
         self.lazy_timeouts = lazy_timeouts
-        self.total_blocks = perf.kv_pool_tokens // KV_BLOCK_TOKENS
+        self.total_blocks = self.limits.kv_pool_tokens // self.limits.kv_block_tokens
         self.free_blocks = self.total_blocks
         self.watermark_blocks = int(self.total_blocks * WATERMARK_SHARE)
         self.waiting: deque[Sequence] = deque()
@@ -111,6 +118,7 @@ class LlmWorker:
         self.recomputed_tokens = 0  # prompt plus generated tokens prefilled again after preemptions
         self._admissions = 0
         self._segment: _Segment | None = None
+        self._last_short = False  # the last iteration was a short-prefill-first one
 
     def enqueue(self, sequence: Sequence) -> None:
         """Take a dispatched request; start at once if idle, or cut a decode segment if it can join."""
@@ -128,7 +136,7 @@ class LlmWorker:
     def _can_admit(self, sequence: Sequence) -> bool:
         """A slot is free, and blocks for the prompt (and its first token) are free beyond the next
         iteration's growth and the watermark; an idle engine takes anything."""
-        if len(self.running) >= MAX_SEQUENCES:
+        if len(self.running) >= self.limits.max_sequences:
             return False
         if not self.running:
             return True
@@ -191,7 +199,29 @@ class LlmWorker:
             self._segment = None
             return
         decoders = [s for s in self.running if s.decoding]
-        budget = self.perf.step_token_budget - len(decoders)
+        chunks = self._short_prefill_chunks(decoders)
+        self._last_short = chunks is not None
+        if chunks is None:
+            chunks = self._mixed_chunks(len(decoders))
+        else:
+            decoders = []  # a short-prefill iteration holds no decodes
+        kv = sum(s.kv_tokens for s in self.running)
+        context = sum(s.kv_tokens - 1 for s in decoders)
+        if chunks:
+            steps = 1
+            work = IterationWork(tuple((s.prefilled, c) for s, c in chunks), len(decoders), context, kv)
+        else:
+            steps = self._decode_steps(decoders)
+            growth = len(decoders) * (steps - 1) // 2  # the KV read at the segment's mid-point
+            work = IterationWork((), len(decoders), context + growth, kv + growth)
+        step_s = self.perf.iteration_s(work)
+        now = self.loop.now
+        event = self.loop.at(now + steps * step_s, STEP, self._end)
+        self._segment = _Segment(now, step_s, steps, tuple(chunks), tuple(decoders), event)
+
+    def _mixed_chunks(self, decoding: int) -> list[tuple[Sequence, int]]:
+        """Prompt chunks of the running sequences, in admission order, within what the decodes left."""
+        budget = min(self.limits.prefill_chunk_tokens, self.limits.step_token_budget - decoding)
         chunks: list[tuple[Sequence, int]] = []
         for sequence in self.running:
             if budget <= 0:
@@ -200,17 +230,24 @@ class LlmWorker:
                 chunk = min(sequence.prompt - sequence.prefilled, budget)
                 chunks.append((sequence, chunk))
                 budget -= chunk
-        kv = sum(s.kv_tokens for s in self.running)
-        if chunks:
-            prompt_tokens = sum(c for _, c in chunks)
-            context = max(s.prefilled + c for s, c in chunks)
-            steps, step_s = 1, self.perf.step_s(prompt_tokens, len(decoders), kv, context)
-        else:
-            steps = self._decode_steps(decoders)
-            step_s = self.perf.step_s(0, len(decoders), kv + len(decoders) * (steps - 1) // 2)
-        now = self.loop.now
-        event = self.loop.at(now + steps * step_s, STEP, self._end)
-        self._segment = _Segment(now, step_s, steps, tuple(chunks), event)
+        return chunks
+
+    def _short_prefill_chunks(self, decoders: list[Sequence]) -> list[tuple[Sequence, int]] | None:
+        """The chunks of a short-prefill-first iteration, or None when a mixed one applies."""
+        limits = self.limits
+        if not limits.short_prefill_first or self._last_short or not decoders:
+            return None
+        fresh = [s for s in self.running if s.prefilled == 0]
+        if not fresh or fresh[0].prompt > limits.prefill_chunk_tokens:
+            return None
+        room = min(limits.prefill_chunk_tokens, limits.step_token_budget)
+        chunks: list[tuple[Sequence, int]] = []
+        for sequence in fresh:
+            if room <= 0:
+                break
+            chunks.append((sequence, min(sequence.prompt, room)))
+            room -= chunks[-1][1]
+        return chunks
 
     def _end(self) -> None:
         segment = self._segment
@@ -218,10 +255,8 @@ class LlmWorker:
         now = self.loop.now
         self.busy_s += segment.steps * segment.step_s
         self.iterations += segment.steps
-        chunked = {id(s) for s, _ in segment.chunks}
-        for sequence in self.running:
-            if id(sequence) not in chunked and sequence.decoding:
-                sequence.generated += segment.steps
+        for sequence in segment.decoders:
+            sequence.generated += segment.steps
         for sequence, chunk in segment.chunks:
             sequence.prefilled += chunk
             if sequence.decoding:
@@ -256,7 +291,7 @@ class LlmWorker:
 
     @property
     def kv_used_tokens(self) -> int:
-        return (self.total_blocks - self.free_blocks) * KV_BLOCK_TOKENS
+        return (self.total_blocks - self.free_blocks) * self.limits.kv_block_tokens
 
 
 def drop_expired_head(waiting: deque[Sequence], now: float, listener: WorkerListener) -> bool:

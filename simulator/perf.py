@@ -27,6 +27,7 @@ from simulator.hardware import (
     GpuSpec,
     ModelSpec,
 )
+from simulator.perf_model import EngineLimits, IterationWork
 
 MAX_SEQUENCES = 256  # vLLM's default max_num_seqs
 STEP_TOKEN_BUDGET = 2048  # tokens per iteration (Sarathi-style chunked prefill budget; vLLM's default)
@@ -55,6 +56,16 @@ class LlmPerf:
         free = self.gpu.memory_gib * GIB * GPU_MEMORY_UTILISATION - self.model.weight_bytes
         blocks = int(max(0.0, free) // (self.model.kv_bytes_per_token * KV_BLOCK_TOKENS))
         return blocks * KV_BLOCK_TOKENS
+
+    @property
+    def limits(self) -> EngineLimits:
+        """A vLLM-style engine: 256 sequences, this GPU's tokens per iteration (prompt chunks too)."""
+        return EngineLimits(MAX_SEQUENCES, self.step_token_budget, self.step_token_budget, self.kv_pool_tokens,
+                            KV_BLOCK_TOKENS)
+
+    def iteration_s(self, work: IterationWork) -> float:
+        """``step_s`` of the iteration (``LlmPerfModel``)."""
+        return self.step_s(work.prefill_tokens, work.decode_seqs, work.kv_tokens, work.prefill_context)
 
     def linear_s(self, tokens: int, kv_tokens: int = 0) -> float:
         """Linear layers of the blocks (plus the KV read) of one iteration of ``tokens`` new tokens."""

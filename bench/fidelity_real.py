@@ -1,0 +1,176 @@
+"""Fidelity of the simulator against the real local stack (issue 5, target 4, second half).
+
+Three steps, each a command, each writing under ``docs/sim/`` by default:
+
+    python -m bench.fidelity_real trace     # the small trace (bench.fidelity_trace): fidelity_real_trace.json
+    flock /tmp/shunter-integration.lock python -m bench.fidelity_real replay
+                                            # through the real gateway + Triton: fidelity_real_replay.json
+    python -m bench.fidelity_real simulate  # the same requests, simulator with the fitted worker
+                                            # (bench.fit_cpu_worker's profile): fidelity_real.json
+
+``replay`` starts a private stack (``bench.stack``: the project's config with quotas lifted and
+response caches off, its own ports from ``--base-port``), sends one warm-up request, waits (up to
+``--max-quiet-wait-s``) for other processes to leave the cores, then sends the trace open loop and
+records how much CPU other processes took meanwhile (``bench.contention``). ``simulate`` builds
+the scheduler exactly as the gateway does from the same written config (``scheduling.yaml``, the
+local pool's capacity profile, the tenants), gives each request the engine steps its output took
+on the real stack, and compares p50 and p99 TTFT of the requests that completed on both sides:
+over the whole trace, and over the requests sent before other processes first took more than
+15 % of the cores in a 2 s window (llama.cpp slows by up to 10 x under such contention).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from bench.contention import ContentionTimeline, CpuWatch, wait_for_quiet
+from bench.fidelity_trace import API_KEYS, OUTPUT_SHRINK, PROMPT_SHRINK, TENANT_SHARES, TraceOptions, build_trace
+from bench.replay import replay as run_replay
+from bench.replay import warm_up
+from bench.stack import BENCH_RESULTS, StackOptions, bench_stack, write_config
+from control.config import load_stack_config
+from control.paths import PROJECT_ROOT, StackPaths
+from control.scheduling_config import load_scheduling
+from control.supervisor import worker_addresses
+from control.tenants import load_tenants
+from gateway.tokenization import LlmTokenizer
+from scheduling.scheduler import build_scheduler
+from simulator.fitted_perf import load_fitted_perf
+from simulator.replay_sim import GatewaySetup, ReplayRequest, compare_ttft, simulate_replay
+
+app = typer.Typer(add_completion=False, no_args_is_help=True)
+OUT = Path("docs/sim")
+CONFIG_DIR = BENCH_RESULTS / "fidelity_config"
+QUIET_SHARE = 0.15  # other processes' share of the cores above which a replay window counts as contended
+CONTENTION_WINDOW_S = 2.0  # bench.contention.ContentionTimeline's default interval
+Out = Annotated[Path, typer.Option(help="folder of the JSON and Markdown results")]
+BasePort = Annotated[int, typer.Option(help="first worker port of the private stack")]
+
+
+@app.command()
+def trace(out: Out = OUT, count: int = 100, rate_per_s: float = 0.6, seed: int = 0) -> None:
+    """Derive the small trace and write its chat conversations."""
+    tokenizer = LlmTokenizer(StackPaths().artifacts / "chat" / "model.gguf")
+    items = build_trace(TraceOptions(count, rate_per_s, seed), tokenizer)
+    derivation = {"source": "AzureLLMInferenceTrace_conv.csv, first rows", "count": count,
+                  "rate_per_s": rate_per_s, "seed": seed, "prompt_shrink": asdict(PROMPT_SHRINK),
+                  "output_shrink": asdict(OUTPUT_SHRINK), "tenant_shares": dict(TENANT_SHARES)}
+    _write(out / "fidelity_real_trace.json", {"derivation": derivation, "requests": items})
+    print(f"{len(items)} requests over {items[-1]['arrival_s']:.1f} s")
+
+
+@app.command()
+def replay(out: Out = OUT, base_port: BasePort = 29100, max_quiet_wait_s: float = 300.0) -> None:
+    """Replay the trace through a private real stack (hold the integration lock)."""
+    items = json.loads((out / "fidelity_real_trace.json").read_text())["requests"]
+    options = StackOptions(gateway_port=base_port + 80, control_port=base_port + 81, base_port=base_port,
+                           config_dir=CONFIG_DIR, repository=PROJECT_ROOT / "var" / "fidelity_repository")
+    load_before = os.getloadavg()
+    with bench_stack(options) as endpoints:
+        warm = asyncio.run(warm_up(endpoints.gateway_url, {**items[0], "request_id": "warm-up"}))
+        print(f"warm-up: HTTP {warm.status}, TTFT {warm.ttft_s}")
+        quiet = wait_for_quiet(max_quiet_wait_s)
+        watch = CpuWatch([])  # this process's tree: the stack it started (gateway, control, Triton)
+        timeline = ContentionTimeline([]).start()
+        results = asyncio.run(run_replay(endpoints.gateway_url, items))
+        contention = {**watch.stop(), "quiet_wait_s": quiet["waited_s"], "timeline_others_share": timeline.stop()}
+    statuses: dict[int, int] = {}
+    for result in results:
+        statuses[result.status] = statuses.get(result.status, 0) + 1
+    _write(out / "fidelity_real_replay.json", {
+        "load_average_1_5_15": {"before": load_before, "after": os.getloadavg()}, "contention": contention,
+        "statuses": statuses,
+        "results": [asdict(r) for r in results]})
+    print(f"statuses: {statuses}; other processes: {contention}")
+
+
+def gateway_setup(config_dir: Path) -> GatewaySetup:
+    """The scheduler, SLOs and local worker of the gateway configured by ``config_dir``."""
+    paths = StackPaths(config_dir=config_dir)
+    config = load_stack_config(paths.pools_file, paths.models_file)
+    settings = load_scheduling(paths.scheduling_file, config)
+    worker = worker_addresses(config)[0]
+    pool = next(p for p in config.pools if p.name == worker.pool)
+    return GatewaySetup(lambda: build_scheduler(settings.scheduler, settings.limits), settings.slo,
+                        settings.profile_of(pool.profile_name), worker.name, pool.name, pool.region)
+
+
+def replay_requests(items: list[dict[str, Any]], results: list[dict[str, Any]],
+                    config_dir: Path) -> list[ReplayRequest]:
+    """The trace's requests with their tenants as the gateway authenticates them and the engine
+    steps their output took (completion tokens, plus the end-of-generation sample when the model
+    stopped by itself; ``max_tokens`` when the real request did not complete)."""
+    tenants = load_tenants(StackPaths(config_dir=config_dir).tenants_file)
+    by_id = {r["request_id"]: r for r in results}
+    requests = []
+    for item in items:
+        tenant = tenants.authenticate(API_KEYS[item["tenant"]])
+        if tenant is None:
+            raise ValueError(f"tenant {item['tenant']} is not in {config_dir}")
+        real = by_id.get(item["request_id"], {})
+        steps = real.get("completion_tokens", 0) + (1 if real.get("finish_reason") == "stop" else 0)
+        requests.append(ReplayRequest(item["request_id"], tenant, item["arrival_s"], item["prompt_tokens"],
+                                      item["max_tokens"], steps if real.get("status") == 200 else item["max_tokens"]))
+    return requests
+
+
+@app.command()
+def simulate(out: Out = OUT, profile: Annotated[Path, typer.Option(help="fitted worker profile")] =
+             OUT / "cpu_worker_profile.json", base_port: BasePort = 29100) -> None:
+    """Simulate the replayed requests with the fitted worker; compare TTFT with the real run."""
+    write_config(PROJECT_ROOT / "config", CONFIG_DIR, base_port)
+    items = json.loads((out / "fidelity_real_trace.json").read_text())["requests"]
+    replayed = json.loads((out / "fidelity_real_replay.json").read_text())
+    real = replayed["results"]
+    requests = replay_requests(items, real, CONFIG_DIR)
+    records = simulate_replay(requests, gateway_setup(CONFIG_DIR), load_fitted_perf(profile))
+    sim_ttft = {r.request_id: r.ttft_s for r in records}
+    timeline = replayed.get("contention", {}).get("timeline_others_share", [])
+    quiet_until_s = next((t - CONTENTION_WINDOW_S for t, share in timeline if share > QUIET_SHARE), math.inf)
+    real_by_id = {r["request_id"]: r for r in real}
+    rows = [{"request_id": r.request_id, "tenant": r.tenant, "prompt_tokens": r.prefill_tokens,
+             "output_steps": r.output_tokens, "real_status": real_by_id[r.request_id]["status"],
+             "real_sent_s": real_by_id[r.request_id]["sent_s"], "real_ttft_s": real_by_id[r.request_id]["ttft_s"],
+             "sim_outcome": r.outcome, "sim_ttft_s": r.ttft_s}
+            for r in records]
+    headline = {"all": _comparison(real, sim_ttft), "sim_outcomes": _count(r.outcome for r in records),
+                "real_statuses": _count(r["status"] for r in real),
+                "quiet_until_s": None if math.isinf(quiet_until_s) else quiet_until_s,
+                "before_contention": _comparison([r for r in real if r["sent_s"] < quiet_until_s], sim_ttft)
+                if timeline else None}
+    _write(out / "fidelity_real.json", {"headline": headline, "requests": rows})
+    print(json.dumps(headline, indent=1))
+
+
+def _comparison(real: list[dict[str, Any]], sim_ttft: dict[str, float | None]) -> dict[str, Any] | None:
+    """TTFT comparison over the requests that completed on both sides (None if there are none)."""
+    both = [r for r in real if r["ttft_s"] is not None and sim_ttft[r["request_id"]] is not None]
+    if not both:
+        return None
+    comparison = compare_ttft([r["ttft_s"] for r in both], [sim_ttft[r["request_id"]] or 0.0 for r in both])
+    return {**asdict(comparison), "p50_error": comparison.p50_error, "p99_error": comparison.p99_error,
+            "within_25_percent": comparison.within}
+
+
+def _count(values: Any) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for value in values:
+        counts[str(value)] = counts.get(str(value), 0) + 1
+    return counts
+
+
+def _write(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    app()

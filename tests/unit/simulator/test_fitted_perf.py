@@ -1,0 +1,104 @@
+"""The fitted CPU worker: iteration times from the fitted law, the engine's chunk budget, its
+short-prefill-first iterations, admission by real output, and the profile file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from scheduling.tenants import Tenant, Tier
+from simulator.engine import ARRIVAL, EventLoop
+from simulator.fitted_perf import FittedPerf, load_fitted_perf
+from simulator.llm_worker import LlmWorker, Sequence
+from simulator.perf_model import EngineLimits, IterationWork
+from simulator.step_fit import StepLaw
+from tests.unit.simulator.helpers import one
+
+LAW = StepLaw(overhead_s=0.004, prefill_token_s=0.003, decode_seq_s=0.006, attention_s_per_ktoken=0.004)
+LIMITS = EngineLimits(max_sequences=16, step_token_budget=63, prefill_chunk_tokens=63, kv_pool_tokens=8192,
+                      short_prefill_first=True)
+PERF = FittedPerf(LIMITS, LAW)
+TENANT = Tenant("t", Tier.STANDARD)
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.first: dict[str, float] = {}
+        self.done: dict[str, float] = {}
+
+    def first_token(self, request_id: str, now: float) -> None:
+        self.first[request_id] = now
+
+    def finished(self, request_id: str, now: float, generated_tokens: int) -> None:
+        self.done[request_id] = now
+
+    def dropped(self, request_id: str, now: float) -> None:
+        raise AssertionError("no timeouts here")
+
+
+def _run(perf: FittedPerf, requests: list[tuple[str, float, int, int]]) -> Recorder:
+    loop, seen = EventLoop(), Recorder()
+    worker = LlmWorker("cpu", perf, loop, seen)
+    for request_id, arrival_s, prompt, output in requests:
+        item = one(request_id, TENANT, arrival_s, prompt, output)
+        sequence = Sequence(item.request, item.output_tokens)
+        loop.at(arrival_s, ARRIVAL, lambda s=sequence: worker.enqueue(s))  # type: ignore[misc]
+    loop.run()
+    return seen
+
+
+def test_an_iteration_costs_the_law_of_its_tokens_and_attended_positions() -> None:
+    work = IterationWork(((100, 63),), decode_seqs=2, decode_context_tokens=300, kv_tokens=0)
+    assert PERF.iteration_s(work) == pytest.approx(LAW.step_s(63, 2, 63 * 100 + 63 * 62 / 2 + 300))
+
+
+def test_a_lone_prompt_is_prefilled_in_chunks_of_the_engine_budget() -> None:
+    seen = _run(PERF, [("a", 0.0, 130, 1)])
+    chunks = [(0, 63), (63, 63), (126, 4)]
+    expected = sum(PERF.iteration_s(IterationWork((c,), 0, 0, 0)) for c in chunks)
+    assert seen.first["a"] == pytest.approx(expected)
+    assert PERF.prefill_s(130) == pytest.approx(expected)
+
+
+def test_a_short_prompt_arriving_during_decodes_gets_an_iteration_of_its_own() -> None:
+    decode_alone = PERF.decode_step_s(1, 20)
+    seen = _run(PERF, [("long", 0.0, 20, 50), ("short", 0.001 + PERF.prefill_s(20) + 2 * decode_alone, 40, 5)])
+    # it joins at the next iteration boundary, then its 40 prompt tokens run alone (no decodes)
+    boundary = seen.first["long"] + 3 * PERF.decode_step_s(1, 21)
+    short_step = PERF.iteration_s(IterationWork(((0, 40),), 0, 0, 0))
+    assert seen.first["short"] == pytest.approx(boundary + short_step, rel=5e-3)  # KV read at the mid-point
+
+
+def test_a_long_prompt_shares_iterations_with_the_decodes() -> None:
+    seen = _run(PERF, [("long", 0.0, 20, 50), ("big", 0.001 + PERF.prefill_s(20), 100, 5)])
+    # one decode leaves 62 tokens of the 63-token budget: two mixed iterations (62 + 38 tokens)
+    after = seen.first["long"] + PERF.decode_step_s(1, 20)
+    first = PERF.iteration_s(IterationWork(((0, 62),), 1, 20, 0))
+    assert seen.first["big"] == pytest.approx(after + first + PERF.iteration_s(IterationWork(((62, 38),), 1, 21, 0)),
+                                              rel=2e-2)
+
+
+def test_two_short_prefill_iterations_never_follow_each_other() -> None:
+    limits = EngineLimits(16, 63, 63, 8192, short_prefill_first=True)
+    seen = _run(FittedPerf(limits, LAW), [("a", 0.0, 20, 40), ("b", 0.2, 30, 5), ("c", 0.2, 30, 5)])
+    # b gets its short iteration (with c's chunk, 60 tokens in all): both first tokens together
+    assert seen.first["b"] == seen.first["c"]
+    assert seen.done["a"] > seen.first["b"]
+
+
+def test_kv_is_allocated_as_sequences_grow_not_reserved_for_max_tokens() -> None:
+    small = EngineLimits(16, 63, 63, kv_pool_tokens=64)
+    requests = [("a", 0.0, 16, 8), ("b", 0.0, 16, 8)]  # max_tokens 64 each (the tenancy's step)
+    together = _run(FittedPerf(small, LAW), requests)
+    assert together.first["b"] < together.done["a"]  # reserving max_tokens would run them one by one
+
+
+def test_the_profile_file_gives_the_engine_limits_and_the_law(tmp_path: Path) -> None:
+    path = tmp_path / "profile.json"
+    engine = {"max_sequences": 16, "step_token_budget": 63, "prefill_chunk_tokens": 63, "kv_pool_tokens": 8192,
+              "kv_block_tokens": 16, "short_prefill_first": True, "context_tokens": 4096,
+              "reserve_output": False}  # a key of older profiles: ignored
+    path.write_text(json.dumps({"engine": engine, "step_law": LAW.to_json()}))
+    assert load_fitted_perf(path) == PERF
