@@ -179,8 +179,11 @@ def _clean(value: Any) -> Any:
 
 
 def command_line() -> str:
+    """The command that is running, as typed (``python -m <the main module> <arguments>``)."""
     python = os.path.relpath(sys.executable) if sys.executable.startswith(os.getcwd()) else sys.executable
-    return shlex.join([python, "-m", "bench.run", *sys.argv[1:]])
+    main = sys.modules.get("__main__")
+    module = getattr(getattr(main, "__spec__", None), "name", None) or "bench.run"
+    return shlex.join([python, "-m", module, *sys.argv[1:]])
 
 
 def _ints(text: str) -> list[int]:

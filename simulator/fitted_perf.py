@@ -4,7 +4,10 @@
 engine's batching settings (``engine``: the fields of ``EngineLimits``) and the fitted step-time
 law (``step_law``: ``step_fit.StepLaw``). ``FittedPerf`` is the ``LlmPerfModel`` of that engine:
 an iteration takes ``law.step_s(prompt tokens, decoding sequences, attended positions)``, where
-each prompt chunk attends causally from its start and each decode token to its whole context.
+each prompt chunk attends causally from its start and each decode token to its whole context,
+plus ``served_decode_seq_s`` per decoding sequence when the profile has a ``served`` entry
+(``bench.served_cost``: what each token's response through Triton and the gateway adds on the
+same cores; 0 models the engine alone).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ class FittedPerf:
 
     engine: EngineLimits
     law: StepLaw
+    served_decode_seq_s: float = 0.0
 
     @property
     def limits(self) -> EngineLimits:
@@ -31,7 +35,8 @@ class FittedPerf:
 
     def iteration_s(self, work: IterationWork) -> float:
         attention = sum(chunk_attention_positions(start, count) for start, count in work.prefill_chunks)
-        return self.law.step_s(work.prefill_tokens, work.decode_seqs, attention + work.decode_context_tokens)
+        engine_s = self.law.step_s(work.prefill_tokens, work.decode_seqs, attention + work.decode_context_tokens)
+        return engine_s + self.served_decode_seq_s * work.decode_seqs
 
     def prefill_s(self, prompt_tokens: int) -> float:
         """Time to first token of one prompt alone: its chunks back to back."""
@@ -44,15 +49,18 @@ class FittedPerf:
         return total
 
     def decode_step_s(self, sequences: int, context_tokens: int) -> float:
-        """One decode iteration of ``sequences`` sequences of ``context_tokens`` tokens each."""
-        return self.iteration_s(IterationWork((), sequences, sequences * context_tokens, sequences * context_tokens))
+        """One decode iteration of ``sequences`` sequences of ``context_tokens`` tokens each, by the
+        engine alone (the law; without the served term)."""
+        context = sequences * context_tokens
+        return self.law.step_s(0, sequences, context)
 
     @classmethod
     def from_profile(cls, data: dict[str, Any]) -> FittedPerf:
         """From a profile's JSON object; raise KeyError/ValueError on a missing or bad field."""
         names = {f.name for f in fields(EngineLimits)}
         engine = EngineLimits(**{k: v for k, v in data["engine"].items() if k in names})
-        return cls(engine, StepLaw.from_json(data["step_law"]))
+        served = float(data.get("served", {}).get("decode_seq_s", 0.0))
+        return cls(engine, StepLaw.from_json(data["step_law"]), served)
 
 
 def load_fitted_perf(path: Path) -> FittedPerf:

@@ -102,3 +102,14 @@ def test_the_profile_file_gives_the_engine_limits_and_the_law(tmp_path: Path) ->
               "reserve_output": False}  # a key of older profiles: ignored
     path.write_text(json.dumps({"engine": engine, "step_law": LAW.to_json()}))
     assert load_fitted_perf(path) == PERF
+
+
+def test_the_served_term_adds_its_cost_per_decoding_sequence_and_reads_from_the_profile() -> None:
+    served = FittedPerf(LIMITS, LAW, served_decode_seq_s=0.002)
+    work = IterationWork((), 8, 8 * 100, 8 * 100)
+    assert served.iteration_s(work) == pytest.approx(PERF.iteration_s(work) + 8 * 0.002)
+    assert served.decode_step_s(8, 100) == PERF.decode_step_s(8, 100)  # the engine alone
+    profile = {"engine": {"max_sequences": 16, "step_token_budget": 63, "prefill_chunk_tokens": 63,
+                          "kv_pool_tokens": 8192, "short_prefill_first": True},
+               "step_law": LAW.to_json(), "served": {"decode_seq_s": 0.002}}
+    assert FittedPerf.from_profile(profile) == served
