@@ -1,11 +1,12 @@
 """How much CPU other processes took while a measurement ran (this machine is shared).
 
 ``CpuWatch(own_pids)`` reads the machine's busy CPU time (``/proc/stat``) and the CPU time of the
-given processes and their descendants when it starts and when ``stop()`` is called, and returns
-``others_cpu_s`` (busy time not spent by them), the wall time and ``others_share`` (others' CPU
-seconds per second of wall time per core). Why it matters: llama.cpp's two threads synchronise at
-every operation, so one busy process on either core slows an engine step by up to 10 x (measured:
-63-token prefill steps 0.19 s alone, 1.2-2.6 s while another job ran, even at nice 19).
+given processes and their living descendants (``bench.cpu.trees_seconds``) when it starts and
+when ``stop()`` is called, and returns ``others_cpu_s`` (busy time not spent by them), the wall
+time and ``others_share`` (others' CPU seconds per second of wall time per core). Why it matters:
+llama.cpp's two threads synchronise at every operation, so one busy process on either core slows
+an engine step by up to 10 x (measured: 63-token prefill steps 0.19 s alone, 1.2-2.6 s while
+another job ran, even at nice 19).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import os
 import time
 from collections.abc import Iterable
 from pathlib import Path
+
+from bench.cpu import trees_seconds
 
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
@@ -24,40 +27,14 @@ def busy_cpu_s() -> float:
     return (sum(fields[:8]) - fields[3] - fields[4]) / TICKS_PER_S
 
 
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        children = task / "children"
-        if children.exists():
-            found.extend(int(c) for c in children.read_text().split())
-    return found
-
-
-def tree_cpu_s(pids: Iterable[int]) -> float:
-    """CPU seconds (user + system, reaped children included) of the processes and their descendants."""
-    total, seen, todo = 0.0, set[int](), list(pids)
-    while todo:
-        pid = todo.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += sum(int(v) for v in fields[11:15]) / TICKS_PER_S  # utime stime cutime cstime
-            todo.extend(_children(pid))
-        except (FileNotFoundError, ProcessLookupError, IndexError):
-            continue
-    return total
-
-
 class CpuWatch:
     def __init__(self, own_pids: Iterable[int]) -> None:
         self.own_pids = [os.getpid(), *own_pids]
-        self._start = (time.monotonic(), busy_cpu_s(), tree_cpu_s(self.own_pids))
+        self._start = (time.monotonic(), busy_cpu_s(), trees_seconds(self.own_pids))
 
     def stop(self) -> dict[str, float]:
         """Others' CPU seconds and share of the cores since the watch started."""
-        wall, busy, own = time.monotonic(), busy_cpu_s(), tree_cpu_s(self.own_pids)
+        wall, busy, own = time.monotonic(), busy_cpu_s(), trees_seconds(self.own_pids)
         wall_s = wall - self._start[0]
         others = max(0.0, (busy - self._start[1]) - (own - self._start[2]))
         cores = os.cpu_count() or 1

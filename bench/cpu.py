@@ -13,7 +13,7 @@ emulate components on hosts of their own.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 _TICKS_PER_S = os.sysconf("SC_CLK_TCK")
@@ -86,8 +86,16 @@ class CpuMeter:
         if not self.descendants:
             found = _stat(self.pid)
             return found[1] if found is not None else 0.0
-        stats = _processes()
-        return sum(stats[pid][1] for pid in _tree(self.pid, stats))
+        return trees_seconds([self.pid])
+
+
+def trees_seconds(pids: Iterable[int]) -> float:
+    """CPU seconds used so far by ``pids`` and their living descendants, each process counted once."""
+    stats = _processes()
+    members: set[int] = set()
+    for pid in pids:
+        members.update(_tree(pid, stats))
+    return sum(stats[pid][1] for pid in members)
 
 
 def model_stub_pid(triton_pid: int, model: str) -> int | None:

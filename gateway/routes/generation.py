@@ -45,13 +45,11 @@ class Call:
     ticket: Ticket
 
     async def chunks(self) -> AsyncIterator[TextChunk]:
-        """The generation's chunks; the first one tells the scheduler the prompt is prefilled."""
-        first = True
+        """The generation's chunks; the first one tells the scheduler the prompt is prefilled
+        (``Ticket.first_output`` acts once)."""
         async for chunk in stream_generation(self.ticket.worker, self.model.name, self.request_id,
                                              self.generation, version=self.ticket.request.model_version):
-            if first:
-                first = False
-                self.ticket.first_output()
+            self.ticket.first_output()
             yield chunk
 
 
