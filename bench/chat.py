@@ -81,7 +81,9 @@ class GatewayChat:
             "messages": [{"role": "system", "content": CHAT_SYSTEM}, {"role": "user", "content": user}],
         })
 
-    async def stream(self) -> StreamTiming:
+    async def stream(self, arrivals: list[float] | None = None) -> StreamTiming:
+        """One generation; with ``arrivals``, each text chunk's arrival time is also appended there
+        as it arrives (so a generation cut off mid-way still counts what it streamed)."""
         started = time.perf_counter()
         times: list[float] = []
         tokens, done = 0, False
@@ -106,6 +108,8 @@ class GatewayChat:
                 choices = event.get("choices") or [{}]
                 if choices[0].get("delta", {}).get("content"):
                     times.append(time.perf_counter())
+                    if arrivals is not None:
+                        arrivals.append(times[-1])
                 if event.get("usage"):
                     tokens = int(event["usage"]["completion_tokens"])
         if not done:

@@ -4,9 +4,12 @@
 
 Starts a private stack (bench ports, temporary state and repository; the built artifacts are
 linked), then per repeat: for each stream count N, N closed-loop clients stream the benchmark
-chat request (greedy, ``max_tokens`` 64) through the gateway; after ``warmup_s`` the generations
-that end within the next ``duration_s`` are counted (aggregate = their completion tokens /
-``duration_s``; TTFT and ITL percentiles over them), then the clients are cancelled; then the
+chat request (greedy, ``max_tokens`` 64) through the gateway; after ``warmup_s``, the text chunks
+that arrive within the next ``duration_s`` are counted, whichever generation they belong to
+(aggregate = those chunks x completion tokens per chunk of the generations that ended in the window,
+/ ``duration_s``; TTFT and ITL percentiles over those generations), then the clients are
+cancelled. Counting whole generations instead would count closed-loop streams that finish together
+in waves: one wave more or less in a window moved a figure by up to a third. Then the
 engine ceiling (``bench.ceiling``: the same engine, same prompt, N sequences in one batch, no
 Triton, in a subprocess). Afterwards: the TTFT of a short request on an idle stack, and while 8
 long generations stream. Writes raw runs and medians to ``--out`` (JSON) and prints Markdown rows.
@@ -58,6 +61,7 @@ async def closed_loop(chat: GatewayChat, streams: int, warmup_s: float, duration
     """``streams`` clients stream back to back; see the module docstring for what is counted.
     With ``cpu``, each component's CPU milliseconds per completion token counted in the window."""
     ended: list[tuple[float, StreamTiming]] = []
+    arrivals: list[float] = []
     errors: list[str] = []
 
     async def client() -> None:
@@ -65,7 +69,7 @@ async def closed_loop(chat: GatewayChat, streams: int, warmup_s: float, duration
         # timeout) can swallow a cancellation that races with an arriving chunk.
         while time.perf_counter() < stop_at:
             try:
-                timing = await chat.stream()
+                timing = await chat.stream(arrivals)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # counted; the client goes on
@@ -85,13 +89,16 @@ async def closed_loop(chat: GatewayChat, streams: int, warmup_s: float, duration
     _, pending = await asyncio.wait(tasks, timeout=120.0)  # a swallowed cancel ends at its stream's end
     if pending:
         raise RuntimeError(f"{len(pending)} clients did not stop")
-    window = [t for end, t in ended if started + warmup_s <= end <= started + warmup_s + duration_s]
-    tokens = sum(t.completion_tokens for t in window)
+    window_start, window_end = started + warmup_s, started + warmup_s + duration_s
+    window = [t for end, t in ended if window_start <= end <= window_end]
+    chunks = sum(1 for at in arrivals if window_start <= at <= window_end)
+    tokens_per_chunk = sum(t.completion_tokens for t in window) / max(1, sum(t.chunks for t in window))
+    tokens = chunks * (tokens_per_chunk if window else 1.0)
     cpu_ms = {name: round((cpu_after[name] - cpu_before[name]) * 1000.0 / tokens, 3)
               for name in cpu_after if name in cpu_before and tokens}
     return {"generations": len(window), "errors": len(errors), "error_samples": errors[:3],
-            "cpu_ms_per_token": cpu_ms,
-            "aggregate_tokens_per_s": sum(t.completion_tokens for t in window) / duration_s,
+            "cpu_ms_per_token": cpu_ms, "window_chunks": chunks, "tokens_per_chunk": tokens_per_chunk,
+            "aggregate_tokens_per_s": tokens / duration_s,
             "completion_tokens_p50": statistics.median([t.completion_tokens for t in window]) if window else 0,
             "ttft_ms": [t.ttft_ms for t in window], "itl_ms": [t.itl_ms for t in window]}
 
