@@ -27,7 +27,7 @@ from python_backends.chat.params import GenerationParams
 app = typer.Typer(add_completion=False)
 
 
-def _engine_config() -> EngineConfig:
+def engine_config() -> EngineConfig:
     """The chat model's engine settings, read back from its rendered config.pbtxt."""
     from google.protobuf import text_format
     from tritonclient.grpc import model_config_pb2
@@ -51,11 +51,17 @@ def measure(engine: BatchEngine, streams: int, max_tokens: int) -> dict[str, flo
     return {"streams": streams, "completion_tokens": tokens, "wall_s": wall, "tokens_per_s": tokens / wall}
 
 
+def served_engine(model: Path) -> BatchEngine:
+    """The engine on ``model`` with the chat model's served settings, warmed up."""
+    engine = BatchEngine.load(model, engine_config())
+    engine.generate(CHAT_PROMPT, GenerationParams(max_tokens=8, temperature=0.0))
+    return engine
+
+
 @app.command()
 def main(streams: Annotated[str, typer.Option(help="Comma-separated batch sizes.")] = "1,4,8,16",
          max_tokens: Annotated[int, typer.Option(help="Tokens per generation.")] = CHAT_MAX_TOKENS) -> None:
-    engine = BatchEngine.load(Path(StackPaths().artifacts) / "chat" / "model.gguf", _engine_config())
-    engine.generate(CHAT_PROMPT, GenerationParams(max_tokens=8, temperature=0.0))
+    engine = served_engine(Path(StackPaths().artifacts) / "chat" / "model.gguf")
     results = [measure(engine, int(n), max_tokens) for n in streams.split(",") if n.strip()]
     print(json.dumps(results))
 

@@ -33,7 +33,7 @@ from typing import Annotated, Any
 
 import typer
 
-from bench.ceiling import _engine_config
+from bench.ceiling import engine_config
 from bench.contention import CpuWatch, wait_for_quiet
 from bench.workload import SENTENCES
 from control.paths import StackPaths
@@ -175,7 +175,7 @@ def main(out: Annotated[Path, typer.Option(help="profile JSON to write")] = DEFA
         print(json.dumps(refit(out).to_json()))
         return
     load_before = os.getloadavg()
-    config = _engine_config()
+    config = engine_config()
     engine = BatchEngine.load(Path(StackPaths().artifacts) / "chat" / "model.gguf", config)
     engine.generate("Hello", GenerationParams(max_tokens=8, temperature=0.0))
     prompts = PromptMaker(engine.tokenize)

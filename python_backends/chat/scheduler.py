@@ -27,6 +27,13 @@ of idle slots are inside llama.cpp's per-slot reservation, not the pool). The re
 very values a fresh prefill computes: a token's KV depends only on the tokens before it, and
 every step stays below the kernel switch of ``engine_config`` (batch-invariant).
 
+Compact slots: a slot is a llama.cpp KV stream, and llama.cpp computes a step's attention over
+every stream from the lowest to the highest slot in the batch (``llama_kv_cache::get_k``: a view
+of streams ``s0 .. s1``), so 4 sequences in slots 0 and 15 cost the attention of 16. New sequences
+therefore take the lowest suitable free slot. Before, ties went to the most recently freed slot:
+after a burst of 16 streams the next 4 or 8 scattered over all 16 slots, and served throughput
+at 4 and 8 streams fell by a fifth until the engine restarted (``bench.continuous``, 29 November).
+
 KV growth allocates blocks as a sequence's tokens cross block boundaries. When the pool is out
 of blocks, the lowest-priority, most recently admitted running sequence is preempted: its blocks
 and slot are freed (``StepPlan.released_slots``: the engine clears their cells before the step)
@@ -102,7 +109,7 @@ class Scheduler:
         self._last_step_prefill_only = False
         self.running: list[Sequence] = []  # admission order
         self.waiting: list[Sequence] = []  # sorted by Sequence.waiting_key
-        self._free_slots = list(range(limits.max_running - 1, -1, -1))
+        self._free_slots = set(range(limits.max_running))
         self._cached: dict[int, list[int]] = {}  # free slot -> tokens its cells still hold
         self._admissions = 0
         self.preemptions_total = 0
@@ -124,7 +131,7 @@ class Scheduler:
         slot, seq.slot = seq.slot, None
         if slot is None:
             return None
-        self._free_slots.append(slot)
+        self._free_slots.add(slot)
         if self.prefix_cache:
             self._cached[slot] = seq.tokens[:seq.computed]
             return None
@@ -203,7 +210,7 @@ class Scheduler:
         self.running.remove(victim)
         self.pool.free(victim.number)
         if victim.slot is not None:
-            self._free_slots.append(victim.slot)
+            self._free_slots.add(victim.slot)
             self._cached.pop(victim.slot, None)  # its cells are cleared
         victim.computed = 0
         victim.preemptions += 1
@@ -239,14 +246,16 @@ class Scheduler:
     def _choose_slot(self, seq: Sequence) -> tuple[int, int]:
         """The free slot for ``seq`` and how many of its tokens that slot's cells already hold: the
         slot sharing the longest prefix with it, if that is a block long or the whole prompt; else
-        an empty slot, else the least recently freed one (so short matches keep other prefixes)."""
+        the lowest empty slot, else the lowest free one. Ties go to the lowest slot, so running
+        sequences stay in the lowest slots (module docstring: compact slots)."""
+        free = sorted(self._free_slots)
         slot, reused = -1, 0
         if self.prefix_cache:
-            for candidate in reversed(self._free_slots):
+            for candidate in free:
                 shared = common_prefix(self._cached.get(candidate, []), seq.tokens, len(seq.tokens) - 1)
                 if shared > reused:
                     slot, reused = candidate, shared
         if slot < 0 or reused < min(self.pool.block_tokens, len(seq.tokens) - 1):
-            empty = [s for s in self._free_slots if not self._cached.get(s)]
-            slot, reused = (empty[-1] if empty else self._free_slots[0]), 0
+            empty = [s for s in free if not self._cached.get(s)]
+            slot, reused = (empty[0] if empty else free[0]), 0
         return slot, reused

@@ -167,3 +167,23 @@ def test_a_prompt_longer_than_the_prefill_budget_takes_the_mixed_chunked_path() 
     plan = scheduler.schedule()
     assert any(c.seq is running and c.decode for c in plan.chunks)
     assert next(c.count for c in plan.chunks if c.seq is long) == 8
+
+
+def test_new_sequences_take_the_lowest_free_slots_so_the_batch_spans_few_kv_streams() -> None:
+    # llama.cpp attends over every stream between the batch's lowest and highest slot: after all
+    # four slots held the same prompt, two new ones go to slots 0 and 1, not the last freed.
+    scheduler = Scheduler(BlockPool(64, 4), SchedulerLimits(4, 32, 32), prefix_cache=True)
+    prompt = [7] * 8
+    first = [_tokens_seq(prompt) for _ in range(4)]
+    for seq in first:
+        scheduler.add(seq)
+    _run(scheduler.schedule())
+    assert sorted(s.slot for s in first if s.slot is not None) == [0, 1, 2, 3]
+    for seq in sorted(first, key=lambda s: s.slot or 0):  # slot 3 is freed last
+        scheduler.finish(seq)
+    second = [_tokens_seq(prompt) for _ in range(2)]
+    for seq in second:
+        scheduler.add(seq)
+    scheduler.schedule()
+    assert sorted(s.slot for s in second if s.slot is not None) == [0, 1]
+    assert scheduler.prefix_hit_tokens_total == 2 * (len(prompt) - 1)
