@@ -65,13 +65,24 @@ class _TritonSink:
         self.sender = request.get_response_sender()
         self.cancelled = False
         self.checked_at = 0.0
+        self.check_pending = False
 
     def is_cancelled(self):
+        """What the last check found; a new check (a round trip to the server) is queued on the
+        sender thread at most every CANCEL_CHECK_INTERVAL_S, so the engine thread never waits for
+        one, and it runs before any later response of this request (the FINAL one included)."""
         now = time.monotonic()
-        if not self.cancelled and now - self.checked_at >= CANCEL_CHECK_INTERVAL_S:
+        if not self.cancelled and not self.check_pending and now - self.checked_at >= CANCEL_CHECK_INTERVAL_S:
             self.checked_at = now
-            self.cancelled = self.request.is_cancelled()
+            self.check_pending = True
+            self.model.submit_send(self._check_cancelled)
         return self.cancelled
+
+    def _check_cancelled(self):
+        try:
+            self.cancelled = self.request.is_cancelled()
+        finally:
+            self.check_pending = False
 
     def send(self, delta):
         self.model.submit_send(lambda: self._send_now(delta))
@@ -114,7 +125,9 @@ class TritonPythonModel:
         # async_send (default on): responses go out on a sender thread (send_queue.py)
         self.sends = SendQueue() if params.get("async_send", "true").lower() in ("1", "true", "yes") else None
         self._init_metrics(args["model_name"], args.get("model_instance_name", "0"))
-        self.loop = EngineLoop(lambda: BatchEngine.load(model_path, engine_config), self.publish)
+        # Metric updates are round trips to the server too: the sender thread makes them.
+        self.loop = EngineLoop(lambda: BatchEngine.load(model_path, engine_config),
+                               lambda stats: self.submit_send(lambda: self.publish(stats)))
         try:
             self.loop.start(WARMUP_TIMEOUT_S)
         except (TimeoutError, RuntimeError) as exc:
@@ -162,7 +175,7 @@ class TritonPythonModel:
         self.metric_families = families  # a family must outlive its metrics
 
     def publish(self, stats: EngineStats):
-        """Called on the engine thread; metrics must never stop it."""
+        """Called on the sender thread; metrics must never stop it."""
         with contextlib.suppress(Exception):
             for field, gauge in self.gauges.items():
                 gauge.set(getattr(stats, field))

@@ -1,9 +1,11 @@
-"""One background thread that runs the chat model's response sends, in submission order.
+"""One background thread that runs the chat model's round trips to the Triton server (response
+sends, cancellation checks, metric updates), in submission order.
 
-The python backend's ``response_sender.send`` is an IPC round trip to the Triton server. Done on
-the engine thread, a step of 16 sequences waits for 16 of them before the next ``llama_decode``;
-with ``SendQueue`` the engine thread only enqueues, and the sends overlap the next model step
-(ctypes releases the GIL during ``llama_decode``). One thread keeps every request's responses in
+Each of the python backend's ``response_sender.send``, ``request.is_cancelled`` and metric
+updates is an IPC round trip to the Triton server. Done on the engine thread, a step of 16
+sequences waits for 16 sends before the next ``llama_decode``; with ``SendQueue`` the engine
+thread only enqueues, and the round trips overlap the next model step (ctypes releases the GIL
+during ``llama_decode``). One thread keeps every request's responses in
 order, its final response last. A send that raises is logged and does not stop the others.
 """
 
