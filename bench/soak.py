@@ -3,12 +3,13 @@
 ``python -m bench.soak --minutes 10 --streams 8 --out bench/results/soak.json`` starts a private
 stack (bench ports), keeps ``--streams`` closed-loop chat clients streaming mixed-length
 generations (the benchmark prompt at 16 and 64 tokens, a long story at 200) through the gateway
-for ``--minutes``, and samples
+for ``--minutes`` (``--workload embed``: closed-loop one-sentence embedding requests instead, to
+tell what grows with streamed generations from what grows with any request), and samples
 the RSS (``/proc/PID/status`` VmRSS, summed over a process tree) of the chat model's python-backend
 stub, of the tritonserver process alone and of the gateway every ``--sample-s``. It reports, per
 component, the median RSS of the first and the last minute, the growth between them, and the
-least-squares slope over everything after the first minute (MiB per 10 minutes), plus the
-generations completed and any errors.
+least-squares slope over everything after the first minute (MiB per 10 minutes) and that slope
+per request completed (KiB), plus the requests completed and any errors.
 """
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ import asyncio
 import json
 import statistics
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any
 
+import httpx
+import orjson
 import typer
 
 from bench.chat import GatewayChat
@@ -69,17 +73,31 @@ def slope_mib_per_10min(samples: list[tuple[float, int]]) -> float:
     return 600.0 * sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / var if var else 0.0
 
 
-async def _load(url: str, key: str, streams: int, stop_at: float, counts: dict[str, int]) -> None:
-    http = gateway_http(url, key, max_connections=streams + 4, timeout_s=300.0)
+def _requester(http: httpx.AsyncClient, workload: str) -> Callable[[int], Awaitable[object]]:
+    """The n-th request of a client: a chat stream of mixed length, or one embedding."""
+    if workload == "embed":
+        body = orjson.dumps({"model": "embed", "input": ["A short sentence about trains and stations."]})
+
+        async def embed(n: int) -> object:
+            response = await http.post("/v1/embeddings", content=body, headers={"Content-Type": "application/json"})
+            response.raise_for_status()
+            return None
+        return embed
     chats = [GatewayChat(http, idle_timeout_s=60.0, max_tokens=16), GatewayChat(http, idle_timeout_s=60.0),
              GatewayChat(http, idle_timeout_s=60.0, user=LONG_USER, max_tokens=200)]
+    return lambda n: chats[n % len(chats)].stream()
+
+
+async def _load(url: str, key: str, streams: int, workload: str, stop_at: float, counts: dict[str, int]) -> None:
+    http = gateway_http(url, key, max_connections=streams + 4, timeout_s=300.0)
+    request = _requester(http, workload)
 
     async def client(index: int) -> None:
         n = index
         while time.monotonic() < stop_at:
             try:
-                await chats[n % len(chats)].stream()
-                counts["generations"] += 1
+                await request(n)
+                counts["requests"] += 1
             except Exception:  # counted; the soak goes on
                 counts["errors"] += 1
             n += 1
@@ -100,7 +118,7 @@ async def _sample(pids: dict[str, list[int]], stop_at: float, every_s: float,
         await asyncio.sleep(every_s)
 
 
-def summarize(series: dict[str, list[tuple[float, int]]]) -> dict[str, Any]:
+def summarize(series: dict[str, list[tuple[float, int]]], requests: int) -> dict[str, Any]:
     summary = {}
     for name, samples in series.items():
         end = samples[-1][0]
@@ -110,12 +128,14 @@ def summarize(series: dict[str, list[tuple[float, int]]]) -> dict[str, Any]:
         summary[name] = {"first_minute_mib": statistics.median(first) / MIB,
                          "last_minute_mib": statistics.median(last) / MIB,
                          "growth_mib": (statistics.median(last) - statistics.median(first)) / MIB,
-                         "slope_mib_per_10min": slope_mib_per_10min(settled)}
+                         "slope_mib_per_10min": slope_mib_per_10min(settled),
+                         "kib_per_request": slope_mib_per_10min(settled) / 600.0 * end * 1024 / max(1, requests)}
     return summary
 
 
 def main(minutes: Annotated[float, typer.Option(min=1.0, max=60.0)] = 10.0,
          streams: Annotated[int, typer.Option(min=1, max=64)] = 8,
+         workload: Annotated[str, typer.Option(help="chat (streamed generations) or embed")] = "chat",
          sample_s: Annotated[float, typer.Option(min=0.5)] = 5.0,
          api_key: str = "demo-premium-key",
          out: Annotated[Path, typer.Option()] = Path("bench/results/soak.json")) -> None:
@@ -123,25 +143,27 @@ def main(minutes: Annotated[float, typer.Option(min=1.0, max=60.0)] = 10.0,
         assert endpoints.triton_pid is not None and endpoints.gateway_pid is not None
         pids = {"chat_stub": chat_stub_pids(endpoints.triton_pid), "tritonserver": [endpoints.triton_pid],
                 "gateway": [endpoints.gateway_pid]}
-        log(f"soaking {minutes:g} min with {streams} streams; chat stubs {pids['chat_stub']}")
+        if workload not in ("chat", "embed"):
+            raise typer.BadParameter("workload must be chat or embed")
+        log(f"soaking {minutes:g} min with {streams} {workload} clients; chat stubs {pids['chat_stub']}")
         series: dict[str, list[tuple[float, int]]] = {name: [] for name in pids}
-        counts = {"generations": 0, "errors": 0}
+        counts = {"requests": 0, "errors": 0}
         stop_at = time.monotonic() + minutes * 60.0
 
         async def run() -> None:
-            await asyncio.gather(_load(endpoints.gateway_url, api_key, streams, stop_at, counts),
+            await asyncio.gather(_load(endpoints.gateway_url, api_key, streams, workload, stop_at, counts),
                                  _sample(pids, stop_at, sample_s, series))
         asyncio.run(run())
-    rss = summarize(series)
-    result = {"command": command_line(), "minutes": minutes, "streams": streams, **counts, "rss": rss,
-              "series": series}
+    rss = summarize(series, counts["requests"])
+    result = {"command": command_line(), "minutes": minutes, "streams": streams, "workload": workload, **counts,
+              "rss": rss, "series": series}
     out.write_text(json.dumps(result, indent=2))
     print("| component | RSS first minute (MiB) | RSS last minute (MiB) | growth (MiB) | slope after minute 1 "
-          "(MiB / 10 min) |\n|---|---:|---:|---:|---:|")
+          "(MiB / 10 min) | slope per request (KiB) |\n|---|---:|---:|---:|---:|---:|")
     for name, row in rss.items():
         print(f"| {name} | {row['first_minute_mib']:.0f} | {row['last_minute_mib']:.0f} | {row['growth_mib']:+.1f} | "
-              f"{row['slope_mib_per_10min']:+.1f} |")
-    print(f"generations {counts['generations']}, errors {counts['errors']}")
+              f"{row['slope_mib_per_10min']:+.1f} | {row['kib_per_request']:+.2f} |")
+    print(f"{workload} requests {counts['requests']}, errors {counts['errors']}")
 
 
 if __name__ == "__main__":

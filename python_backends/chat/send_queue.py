@@ -5,8 +5,8 @@ Each of the python backend's ``response_sender.send``, ``request.is_cancelled`` 
 updates is an IPC round trip to the Triton server. Done on the engine thread, a step of 16
 sequences waits for 16 sends before the next ``llama_decode``; with ``SendQueue`` the engine
 thread only enqueues, and the round trips overlap the next model step (ctypes releases the GIL
-during ``llama_decode``). One thread keeps every request's responses in
-order, its final response last. A send that raises is logged and does not stop the others.
+during ``llama_decode``). One thread keeps every request's responses in order, its final
+response last. A send that raises is logged and does not stop the others.
 """
 
 from __future__ import annotations
