@@ -5,8 +5,8 @@ throughput: ``CpuMeter(pid).seconds()`` is the user+system time so far of ``pid`
 process below it (Triton's python-backend stubs are children of tritonserver).
 ``component_seconds(gateway_pid, triton_pid)`` reads the gateway's, Triton's (with its stubs), one
 named model's stub's and this load generator's own CPU seconds at once.
-``pin_tree(pid, cpus)`` sets the CPU affinity of every thread of ``pid`` and its descendants
-(threads they start later inherit it), and ``renice_tree(pid, nice)`` their nice value, to
+``pin_tree(pid, cpus)`` sets the CPU affinity of every thread of ``pid`` and (unless told not
+to) its descendants (threads they start later inherit it), and ``renice_tree(pid, nice)`` their nice value, to
 emulate components on hosts of their own.
 """
 
@@ -42,10 +42,11 @@ def _tree(pid: int, stats: dict[int, tuple[int, float]]) -> list[int]:
     return found
 
 
-def _each_thread(pid: int, apply: Callable[[int], None]) -> int:
-    """Call ``apply(tid)`` for every thread of ``pid`` and its descendants; return how many."""
+def _each_thread(pid: int, apply: Callable[[int], None], descendants: bool = True) -> int:
+    """Call ``apply(tid)`` for every thread of ``pid`` and (unless told not to) its descendants;
+    return how many."""
     done = 0
-    for process in _tree(pid, _processes()):
+    for process in _tree(pid, _processes()) if descendants else [pid]:
         for task in Path(f"/proc/{process}/task").iterdir():
             try:
                 apply(int(task.name))
@@ -55,9 +56,10 @@ def _each_thread(pid: int, apply: Callable[[int], None]) -> int:
     return done
 
 
-def pin_tree(pid: int, cpus: set[int]) -> int:
-    """Pin every thread of ``pid`` and its descendants to ``cpus``; return the threads pinned."""
-    return _each_thread(pid, lambda tid: os.sched_setaffinity(tid, cpus))
+def pin_tree(pid: int, cpus: set[int], descendants: bool = True) -> int:
+    """Pin every thread of ``pid`` and (unless told not to) its descendants to ``cpus``; return
+    the threads pinned."""
+    return _each_thread(pid, lambda tid: os.sched_setaffinity(tid, cpus), descendants)
 
 
 def renice_tree(pid: int, nice: int) -> int:

@@ -242,8 +242,10 @@ def pin_components(endpoints: Endpoints) -> dict[str, Any]:
     if len(cpus) < 2 or endpoints.triton_pid is None or endpoints.gateway_pid is None:
         raise typer.BadParameter("--pin needs at least 2 CPUs and a stack started by the harness")
     triton_cpus, rest = {cpus[-1]}, set(cpus[:-1])
+    # The stack's processes are children of this one: pin this process's own threads only.
     threads = {"triton": pin_tree(endpoints.triton_pid, triton_cpus),
-               "gateway": pin_tree(endpoints.gateway_pid, rest), "load_generator": pin_tree(os.getpid(), rest)}
+               "gateway": pin_tree(endpoints.gateway_pid, rest),
+               "load_generator": pin_tree(os.getpid(), rest, descendants=False)}
     log(f"pinned Triton to CPUs {sorted(triton_cpus)}, gateway and load generator to {sorted(rest)}: {threads}")
     return {"triton_cpus": sorted(triton_cpus), "other_cpus": sorted(rest), "threads": threads}
 
