@@ -54,6 +54,7 @@ class RunResult:
     error_samples: list[str] = field(default_factory=list)
     requests_total: int = 0  # every finished request, warm-up and stragglers included
     cpu_ms_per_request: dict[str, float] = field(default_factory=dict)  # per component, set by the caller
+    triton_batching: dict[str, float] = field(default_factory=dict)  # rows per Triton request / execution
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

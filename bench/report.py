@@ -3,7 +3,8 @@
 ``summarize_cell`` turns the per-repeat ``RunResult`` lists of one (model, clients) cell into the
 medians, the gateway/direct throughput ratio and the gateway's added median latency.
 ``summarize_chat`` pools every generation of one (path, streams) cell over its repeats and takes
-medians. ``machine_facts`` reads what the report states about the host; ``markdown`` renders it.
+medians. Batched cells also carry CPU per request and Triton's batch shape. ``machine_facts``
+reads what the report states about the host; ``markdown`` renders it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ def summarize_cell(gateway: list[RunResult], direct: list[RunResult]) -> dict[st
             "cpu_ms_per_request": {
                 name: median([r.cpu_ms_per_request[name] for r in runs if name in r.cpu_ms_per_request])
                 for name in ("gateway", "triton", "load_generator")},
+            "triton_batching": {
+                name: median([r.triton_batching[name] for r in runs if name in r.triton_batching])
+                for name in ("rows_per_request", "rows_per_execution")},
         }
     gw, di = summary["gateway"], summary["direct"]
     summary["ratio"] = gw["rps"] / di["rps"] if di["rps"] else math.nan
@@ -95,14 +99,23 @@ def _cpu_table(cells: list[dict[str, Any]]) -> list[str]:
     """CPU ms per request by component and path (only when the harness started the stack)."""
     lines = ["| model | clients | gw path: gateway CPU ms/req | gw path: Triton CPU ms/req | "
              "gw path: load generator CPU ms/req | direct path: Triton CPU ms/req | "
-             "direct path: load generator CPU ms/req |", "|---|---:|---:|---:|---:|---:|---:|"]
+             "direct path: load generator CPU ms/req | Triton rows per request gw / direct | "
+             "Triton rows per execution gw / direct |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for cell in cells:
         gw = cell["summary"]["gateway"].get("cpu_ms_per_request", {})
         di = cell["summary"]["direct"].get("cpu_ms_per_request", {})
+        gw_rows = cell["summary"]["gateway"].get("triton_batching", {})
+        di_rows = cell["summary"]["direct"].get("triton_batching", {})
         lines.append(f"| {cell['model']} | {cell['clients']} | {_num(gw.get('gateway', math.nan), 2)} | "
                      f"{_num(gw.get('triton', math.nan), 2)} | {_num(gw.get('load_generator', math.nan), 2)} | "
-                     f"{_num(di.get('triton', math.nan), 2)} | {_num(di.get('load_generator', math.nan), 2)} |")
+                     f"{_num(di.get('triton', math.nan), 2)} | {_num(di.get('load_generator', math.nan), 2)} | "
+                     f"{_pair(gw_rows, di_rows, 'rows_per_request')} | "
+                     f"{_pair(gw_rows, di_rows, 'rows_per_execution')} |")
     return lines
+
+
+def _pair(gateway: dict[str, float], direct: dict[str, float], name: str) -> str:
+    return f"{_num(gateway.get(name, math.nan))} / {_num(direct.get(name, math.nan))}"
 
 
 def _chat_table(cells: list[dict[str, Any]]) -> list[str]:
@@ -131,8 +144,7 @@ def markdown(result: dict[str, Any]) -> str:
         f" gateway {endpoints.get('gateway_url')}, Triton gRPC {endpoints.get('triton_grpc')}",
         f"- Settings: {settings['repeats']} repeats x {settings['duration_s']} s per cell (+{settings['warmup_s']} s "
         f"warm-up), gateway and direct interleaved; medians over repeats; think time {settings['think_ms']} ms "
-        "between an answer and the client's next request. The load generator, the gateway and Triton share "
-        "the same CPUs.",
+        f"between an answer and the client's next request. {_placement(result.get('pinning'))}",
     ]
     if result.get("partial", True):
         lines += ["", "**Partial results: the run did not finish.**"]
@@ -147,6 +159,13 @@ def markdown(result: dict[str, Any]) -> str:
     if samples:
         lines += ["", "## Errors (samples)", "", *[f"- {s}" for s in samples]]
     return "\n".join(lines) + "\n"
+
+
+def _placement(pinning: dict[str, Any] | None) -> str:
+    if not pinning:
+        return "The load generator, the gateway and Triton share the same CPUs."
+    return (f"Pinned: Triton and its stubs on CPUs {pinning['triton_cpus']}, the gateway and the load generator "
+            f"on CPUs {pinning['other_cpus']} (as if Triton had a host of its own).")
 
 
 def _error_samples(result: dict[str, Any]) -> list[str]:

@@ -33,6 +33,7 @@ from bench.cpu import component_seconds, pin_tree
 from bench.load import RunResult, closed_loop
 from bench.report import machine_facts, markdown, summarize_cell, summarize_chat
 from bench.stack import BENCH_RESULTS, Endpoints, StackOptions, bench_stack
+from bench.triton_stats import batch_shape, triton_counts
 from bench.workload import CHAT_MAX_TOKENS, Workload
 
 app = typer.Typer(add_completion=False)
@@ -87,9 +88,12 @@ async def measure_batched(endpoints: Endpoints, settings: Settings, workload: Wo
                 for repeat in range(settings.repeats):
                     for path, client in (("gateway", gateway), ("direct", direct)):
                         before = _cpu_seconds(endpoints)
+                        counts_before = await triton_counts(endpoints.triton_http, model)
                         result = await closed_loop(client.sender(model), count, settings.duration_s,
                                                    settings.warmup_s, think_s=settings.think_ms / 1000.0)
                         result.cpu_ms_per_request = _cpu_ms_per_request(endpoints, before, result)
+                        result.triton_batching = batch_shape(counts_before,
+                                                             await triton_counts(endpoints.triton_http, model))
                         runs[path].append(result)
                         log(f"{model} x{count} {path} #{repeat + 1}: {result.rps:.1f} req/s, "
                             f"p50 {result.p50_ms:.1f} ms, p99 {result.p99_ms:.1f} ms, {result.errors} errors")

@@ -1,0 +1,14 @@
+from bench.triton_stats import TritonCounts, batch_shape
+
+
+def test_batch_shape_is_rows_per_request_and_per_execution_between_two_readings() -> None:
+    before = TritonCounts(rows=100, executions=10, requests=50)
+    after = TritonCounts(rows=340, executions=70, requests=150)
+    assert batch_shape(before, after) == {"rows_per_request": 2.4, "rows_per_execution": 4.0}
+
+
+def test_batch_shape_is_empty_when_triton_could_not_be_read_or_nothing_ran() -> None:
+    counts = TritonCounts(rows=5, executions=5, requests=5)
+    assert batch_shape(None, counts) == {}
+    assert batch_shape(counts, None) == {}
+    assert batch_shape(counts, counts) == {}
