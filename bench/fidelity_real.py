@@ -25,6 +25,7 @@ import asyncio
 import json
 import math
 import os
+import random
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
@@ -32,7 +33,15 @@ from typing import Annotated, Any
 import typer
 
 from bench.contention import ContentionTimeline, CpuWatch, wait_for_quiet
-from bench.fidelity_trace import API_KEYS, OUTPUT_SHRINK, PROMPT_SHRINK, TENANT_SHARES, TraceOptions, build_trace
+from bench.fidelity_trace import (
+    API_KEYS,
+    OUTPUT_SHRINK,
+    PROMPT_SHRINK,
+    TENANT_SHARES,
+    TraceOptions,
+    build_trace,
+    fit_messages,
+)
 from bench.replay import replay as run_replay
 from bench.replay import warm_up
 from bench.stack import BENCH_RESULTS, StackOptions, bench_stack, write_config
@@ -43,8 +52,9 @@ from control.supervisor import worker_addresses
 from control.tenants import load_tenants
 from gateway.tokenization import LlmTokenizer
 from scheduling.scheduler import build_scheduler
-from simulator.fitted_perf import load_fitted_perf
+from simulator.fitted_perf import FittedPerf
 from simulator.replay_sim import GatewaySetup, ReplayRequest, compare_ttft, simulate_replay
+from simulator.served_path import ServedPath
 
 app = typer.Typer(add_completion=False, no_args_is_help=True)
 OUT = Path("docs/sim")
@@ -75,7 +85,7 @@ def replay(out: Out = OUT, base_port: BasePort = 29100, max_quiet_wait_s: float 
                            config_dir=CONFIG_DIR, repository=PROJECT_ROOT / "var" / "fidelity_repository")
     load_before = os.getloadavg()
     with bench_stack(options) as endpoints:
-        warm = asyncio.run(warm_up(endpoints.gateway_url, {**items[0], "request_id": "warm-up"}))
+        warm = asyncio.run(warm_up(endpoints.gateway_url, warm_up_item(items[0])))
         print(f"warm-up: HTTP {warm.status}, TTFT {warm.ttft_s}")
         quiet = wait_for_quiet(max_quiet_wait_s)
         watch = CpuWatch([])  # this process's tree: the stack it started (gateway, control, Triton)
@@ -90,6 +100,15 @@ def replay(out: Out = OUT, base_port: BasePort = 29100, max_quiet_wait_s: float 
         "statuses": statuses,
         "results": [asdict(r) for r in results]})
     print(f"statuses: {statuses}; other processes: {contention}")
+
+
+def warm_up_item(like: dict[str, Any]) -> dict[str, Any]:
+    """A warm-up request as long as ``like`` that shares no KV block with any request of the trace
+    (its own system line and words): warming up with a trace request's own conversation would
+    leave its prompt in the engine's prefix cache, and that request's TTFT would not be a cold one."""
+    tokenizer = LlmTokenizer(StackPaths().artifacts / "chat" / "model.gguf")
+    messages, tokens = fit_messages(tokenizer, "warm-up", like["prompt_tokens"], random.Random(-1))
+    return {**like, "request_id": "warm-up", "messages": messages, "prompt_tokens": tokens}
 
 
 def gateway_setup(config_dir: Path) -> GatewaySetup:
@@ -131,7 +150,9 @@ def simulate(out: Out = OUT, profile: Annotated[Path, typer.Option(help="fitted 
     replayed = json.loads((out / "fidelity_real_replay.json").read_text())
     real = replayed["results"]
     requests = replay_requests(items, real, CONFIG_DIR)
-    records = simulate_replay(requests, gateway_setup(CONFIG_DIR), load_fitted_perf(profile))
+    profile_data = json.loads(profile.read_text())
+    records = simulate_replay(requests, gateway_setup(CONFIG_DIR), FittedPerf.from_profile(profile_data),
+                              ServedPath.from_profile(profile_data))
     sim_ttft = {r.request_id: r.ttft_s for r in records}
     timeline = replayed.get("contention", {}).get("timeline_others_share", [])
     quiet_until_s = next((t - CONTENTION_WINDOW_S for t, share in timeline if share > QUIET_SHARE), math.inf)

@@ -10,6 +10,10 @@ N of (N / served tokens per second - the law's decode step of N sequences at the
 context) / N, i.e. the seconds each decoding sequence adds to a step when served, with the
 figures it came from. ``simulator.fitted_perf.FittedPerf`` adds it per decoding sequence. It is
 measured on its own workload (closed-loop streams of one request), never fitted to a replay.
+Caveat: the served rate is over whole closed-loop generations, so the term also carries what a
+generation costs outside its token stream (on the 1 December host about 0.13 s per 33-token
+generation: 5.87 ms per sequence by rate, 2.1 ms by the inter-token gaps; docs/simulation.md 4b).
+The entry is merged: ``bench.served_path``'s terms in it are kept.
 """
 
 from __future__ import annotations
@@ -57,7 +61,9 @@ def main(continuous: Annotated[Path, typer.Option(help="bench.continuous JSON re
     prompt_tokens = LlmTokenizer(StackPaths().artifacts / "chat" / "model.gguf").count(CHAT_PROMPT)
     completion = statistics.median(r["completion_tokens_p50"] for r in report["served"] if r["generations"])
     served = served_decode_seq_s(perf, report["summary"], prompt_tokens, completion)
-    data["served"] = {**served, "command": command_line(), "from_report": report.get("command", str(continuous))}
+    # merged: the entry also holds bench.served_path's terms, which this command leaves as they are
+    data["served"] = {**data.get("served", {}), **served, "command": command_line(),
+                      "from_report": report.get("command", str(continuous))}
     profile.write_text(json.dumps(data, indent=1) + "\n")
     print(json.dumps(served, indent=1))
 

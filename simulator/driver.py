@@ -23,6 +23,7 @@ from simulator.llm_worker import Sequence as EngineSequence
 from simulator.perf import BatchedPerf
 from simulator.perf_model import LlmPerfModel
 from simulator.records import RequestRecord, SimRequest
+from simulator.served_path import NO_PATH, ServedPath
 from simulator.tracking import ServiceTracker
 
 
@@ -45,19 +46,21 @@ class SchedulerLike(Protocol):
 @dataclass(frozen=True)
 class WorkerSpec:
     """One worker to simulate: its timing model, the view the scheduler is given, when it is ready
-    (after a cold start) and whether its engine times queued requests out lazily (Triton)."""
+    (after a cold start), whether its engine times queued requests out lazily (Triton) and, for an
+    LLM worker, the serving path its reports cross (``served_path``; none by default)."""
 
     perf: LlmPerfModel | BatchedPerf
     view: WorkerView
     ready_s: float = 0.0
     lazy_timeouts: bool = False
     max_batch_rows: int = 1  # batched models: rows per batch (Triton's max_batch_size)
+    path: ServedPath = NO_PATH
 
     def build(self, loop: EventLoop, listener: WorkerListener) -> LlmWorker | BatchedWorker:
         worker_id = self.view.worker_id
         if isinstance(self.perf, BatchedPerf):
             return BatchedWorker(worker_id, self.perf, loop, listener, self.max_batch_rows, self.lazy_timeouts)
-        return LlmWorker(worker_id, self.perf, loop, listener, self.lazy_timeouts)
+        return LlmWorker(worker_id, self.perf, loop, self.path.wrap(listener, loop), self.lazy_timeouts)
 
 
 @dataclass

@@ -5,9 +5,13 @@ engine's batching settings (``engine``: the fields of ``EngineLimits``) and the 
 law (``step_law``: ``step_fit.StepLaw``). ``FittedPerf`` is the ``LlmPerfModel`` of that engine:
 an iteration takes ``law.step_s(prompt tokens, decoding sequences, attended positions)``, where
 each prompt chunk attends causally from its start and each decode token to its whole context,
-plus ``served_decode_seq_s`` per decoding sequence when the profile has a ``served`` entry
+plus ``served_decode_seq_s`` per decoding sequence (those resting in a short-prefill-first step
+included: their last tokens are still being sent while it runs) when the profile has a ``served`` entry
 (``bench.served_cost``: what each token's response through Triton and the gateway adds on the
-same cores; 0 models the engine alone).
+same cores; 0 models the engine alone), with the step's prefill work (its prompt tokens' and
+their attention's terms, not the step overhead) scaled by ``served_prefill_factor``
+(``bench.served_path``: a prompt's prefill served against the engine alone; 1 models the engine
+alone). The request's fixed path latency is not engine time: ``simulator.served_path``.
 """
 
 from __future__ import annotations
@@ -28,6 +32,11 @@ class FittedPerf:
     engine: EngineLimits
     law: StepLaw
     served_decode_seq_s: float = 0.0
+    served_prefill_factor: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.served_decode_seq_s < 0 or self.served_prefill_factor <= 0:
+            raise ValueError("served_decode_seq_s must be >= 0 and served_prefill_factor > 0")
 
     @property
     def limits(self) -> EngineLimits:
@@ -36,17 +45,31 @@ class FittedPerf:
     def iteration_s(self, work: IterationWork) -> float:
         attention = sum(chunk_attention_positions(start, count) for start, count in work.prefill_chunks)
         engine_s = self.law.step_s(work.prefill_tokens, work.decode_seqs, attention + work.decode_context_tokens)
-        return engine_s + self.served_decode_seq_s * work.decode_seqs
+        if self.served_prefill_factor != 1.0:
+            engine_s += (self.served_prefill_factor - 1.0) * self._prefill_work_s(work.prefill_tokens, attention)
+        return engine_s + self.served_decode_seq_s * (work.decode_seqs + work.resting_decoders)
+
+    def _prefill_work_s(self, prompt_tokens: int, attention_positions: float) -> float:
+        """The law's prefill terms of a step: its prompt tokens and their attended positions."""
+        law = self.law
+        return law.prefill_token_s * prompt_tokens + law.attention_s_per_ktoken * attention_positions / 1000.0
+
+    def _prefill_chunks(self, prompt_tokens: int) -> list[tuple[int, int]]:
+        """``(start, tokens)`` of the chunks that prefill one prompt alone, in order."""
+        budget = min(self.engine.prefill_chunk_tokens, self.engine.step_token_budget)
+        return [(start, min(budget, prompt_tokens - start)) for start in range(0, prompt_tokens, budget)]
 
     def prefill_s(self, prompt_tokens: int) -> float:
-        """Time to first token of one prompt alone: its chunks back to back."""
-        total, done = 0.0, 0
-        budget = min(self.engine.prefill_chunk_tokens, self.engine.step_token_budget)
-        while done < prompt_tokens:
-            chunk = min(budget, prompt_tokens - done)
-            total += self.iteration_s(IterationWork(((done, chunk),), 0, 0, done))
-            done += chunk
-        return total
+        """Time to first token of one prompt alone: its chunks back to back (served factor included)."""
+        return sum(self.iteration_s(IterationWork(((start, count),), 0, 0, start))
+                   for start, count in self._prefill_chunks(prompt_tokens))
+
+    def prefill_split_s(self, prompt_tokens: int) -> tuple[float, float]:
+        """The engine-alone prefill of one prompt alone as ``(step overheads, prefill work)`` in
+        seconds (the law's terms; without the served factor); their sum is ``prefill_s`` at factor 1."""
+        chunks = self._prefill_chunks(prompt_tokens)
+        work = sum(self._prefill_work_s(count, chunk_attention_positions(start, count)) for start, count in chunks)
+        return self.law.overhead_s * len(chunks), work
 
     def decode_step_s(self, sequences: int, context_tokens: int) -> float:
         """One decode iteration of ``sequences`` sequences of ``context_tokens`` tokens each, by the
@@ -59,8 +82,9 @@ class FittedPerf:
         """From a profile's JSON object; raise KeyError/ValueError on a missing or bad field."""
         names = {f.name for f in fields(EngineLimits)}
         engine = EngineLimits(**{k: v for k, v in data["engine"].items() if k in names})
-        served = float(data.get("served", {}).get("decode_seq_s", 0.0))
-        return cls(engine, StepLaw.from_json(data["step_law"]), served)
+        served = data.get("served", {})
+        return cls(engine, StepLaw.from_json(data["step_law"]), float(served.get("decode_seq_s", 0.0)),
+                   float(served.get("prefill_factor", 1.0)))
 
 
 def load_fitted_perf(path: Path) -> FittedPerf:

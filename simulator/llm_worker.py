@@ -201,15 +201,16 @@ class LlmWorker:
         decoders = [s for s in self.running if s.decoding]
         chunks = self._short_prefill_chunks(decoders)
         self._last_short = chunks is not None
+        resting = 0
         if chunks is None:
             chunks = self._mixed_chunks(len(decoders))
         else:
-            decoders = []  # a short-prefill iteration holds no decodes
+            resting, decoders = len(decoders), []  # a short-prefill iteration holds no decodes
         kv = sum(s.kv_tokens for s in self.running)
         context = sum(s.kv_tokens - 1 for s in decoders)
         if chunks:
             steps = 1
-            work = IterationWork(tuple((s.prefilled, c) for s, c in chunks), len(decoders), context, kv)
+            work = IterationWork(tuple((s.prefilled, c) for s, c in chunks), len(decoders), context, kv, resting)
         else:
             steps = self._decode_steps(decoders)
             growth = len(decoders) * (steps - 1) // 2  # the KV read at the segment's mid-point

@@ -1,10 +1,11 @@
 """The simulated side of the real-stack fidelity check: one fitted worker behind the scheduling
 core, configured as the gateway is, driven with the requests the real replay sent.
 
-``simulate_replay(requests, setup, perf)`` builds each ``Request`` the way the gateway does
+``simulate_replay(requests, setup, perf, path)`` builds each ``Request`` the way the gateway does
 (``gateway/scheduled.py``: queue deadline and TTFT objective from the tier's SLO, ``max_tokens`` as
 the reserved output) and runs ``driver.Simulation`` with one ``LlmWorker`` on ``perf`` whose view
-(pool, region, capacity profile, KV pool) is the gateway's. ``compare_ttft(real, simulated)``
+(pool, region, capacity profile, KV pool) is the gateway's and whose reports cross ``path``
+(``served_path``: the fixed serving latency; none by default). ``compare_ttft(real, simulated)``
 gives p50 and p99 TTFT of both (nearest rank, completed requests) and the relative errors.
 """
 
@@ -22,6 +23,7 @@ from simulator.driver import SchedulerLike, Simulation, WorkerSpec
 from simulator.metrics import percentile
 from simulator.perf_model import LlmPerfModel
 from simulator.records import RequestRecord, SimRequest
+from simulator.served_path import NO_PATH, ServedPath
 
 TOLERANCE = 0.25  # issue 5, target 4: p50 and p99 TTFT within +-25 % of the real stack
 
@@ -64,14 +66,14 @@ def to_sim_request(item: ReplayRequest, setup: GatewaySetup) -> SimRequest:
     return SimRequest(request, max(1, item.output_steps))
 
 
-def simulate_replay(requests: Sequence[ReplayRequest], setup: GatewaySetup,
-                    perf: LlmPerfModel) -> list[RequestRecord]:
-    """Records in arrival order; see the module docstring."""
+def simulate_replay(requests: Sequence[ReplayRequest], setup: GatewaySetup, perf: LlmPerfModel,
+                    path: ServedPath = NO_PATH) -> list[RequestRecord]:
+    """Records in arrival order; see the module docstring. ``path``: the worker's serving path."""
     view = WorkerView(setup.worker_id, setup.pool, setup.region, setup.profile,
                       {setup.model: frozenset({setup.model_version})},
                       kv_total_tokens=perf.limits.kv_pool_tokens)
     arrivals = sorted((to_sim_request(r, setup) for r in requests), key=lambda r: r.request.arrival_s)
-    result = Simulation(setup.new_scheduler(), [WorkerSpec(perf, view)], arrivals,
+    result = Simulation(setup.new_scheduler(), [WorkerSpec(perf, view, path=path)], arrivals,
                         lambda request: setup.slo[request.tier]).run()
     return sorted(result.records, key=lambda r: r.arrival_s)
 

@@ -113,3 +113,67 @@ def test_the_served_term_adds_its_cost_per_decoding_sequence_and_reads_from_the_
                           "kv_pool_tokens": 8192, "short_prefill_first": True},
                "step_law": LAW.to_json(), "served": {"decode_seq_s": 0.002}}
     assert FittedPerf.from_profile(profile) == served
+
+
+def test_the_served_prefill_factor_scales_the_prefill_work_not_the_step_overhead_or_the_decodes() -> None:
+    slower = FittedPerf(LIMITS, LAW, served_prefill_factor=1.5)
+    work = IterationWork(((100, 63),), decode_seqs=2, decode_context_tokens=300, kv_tokens=0)
+    prefill_work = LAW.prefill_token_s * 63 + LAW.attention_s_per_ktoken * (63 * 100 + 63 * 62 / 2) / 1000
+    assert slower.iteration_s(work) == pytest.approx(PERF.iteration_s(work) + 0.5 * prefill_work)
+    decode_only = IterationWork((), 8, 800, 800)
+    assert slower.iteration_s(decode_only) == PERF.iteration_s(decode_only)
+    assert slower.prefill_s(130) > PERF.prefill_s(130)
+
+
+def test_the_prefill_split_is_the_law_alone_and_sums_to_the_prefill_at_factor_one() -> None:
+    overhead_s, work_s = PERF.prefill_split_s(130)
+    assert overhead_s == pytest.approx(3 * LAW.overhead_s)  # chunks of 63, 63 and 4 tokens
+    assert overhead_s + work_s == pytest.approx(PERF.prefill_s(130))
+    assert FittedPerf(LIMITS, LAW, served_prefill_factor=2.0).prefill_split_s(130) == (overhead_s, work_s)
+
+
+def test_the_profile_gives_the_served_prefill_factor_and_one_without_it() -> None:
+    profile = {"engine": {"max_sequences": 16, "step_token_budget": 63, "prefill_chunk_tokens": 63,
+                          "kv_pool_tokens": 8192, "short_prefill_first": True},
+               "step_law": LAW.to_json(), "served": {"decode_seq_s": 0.002, "prefill_factor": 1.2}}
+    assert FittedPerf.from_profile(profile).served_prefill_factor == 1.2
+    assert FittedPerf.from_profile({**profile, "served": {}}).served_prefill_factor == 1.0
+    with pytest.raises(ValueError):
+        FittedPerf(LIMITS, LAW, served_prefill_factor=0.0)
+
+
+def test_decoders_resting_in_a_short_prefill_iteration_still_pay_the_served_term() -> None:
+    served = FittedPerf(LIMITS, LAW, served_decode_seq_s=0.002)
+    short = IterationWork(((0, 40),), 0, 0, 400, resting_decoders=5)
+    assert served.iteration_s(short) == pytest.approx(PERF.iteration_s(short) + 5 * 0.002)
+    assert PERF.iteration_s(short) == PERF.iteration_s(IterationWork(((0, 40),), 0, 0, 400))  # engine alone
+
+
+class _Recording:
+    """A FittedPerf that keeps every iteration it was asked to time."""
+
+    def __init__(self) -> None:
+        self.perf = PERF
+        self.works: list[IterationWork] = []
+
+    @property
+    def limits(self) -> EngineLimits:
+        return LIMITS
+
+    def iteration_s(self, work: IterationWork) -> float:
+        self.works.append(work)
+        return PERF.iteration_s(work)
+
+
+def test_the_worker_tells_a_short_prefill_iteration_how_many_decoders_rest() -> None:
+    loop, seen, recording = EventLoop(), Recorder(), _Recording()
+    worker = LlmWorker("cpu", recording, loop, seen)
+    for request_id, arrival_s, prompt, output in [("a", 0.0, 20, 200), ("b", 0.0, 20, 200), ("c", 1.0, 30, 5)]:
+        item = one(request_id, TENANT, arrival_s, prompt, output)
+        sequence = Sequence(item.request, item.output_tokens)
+        loop.at(arrival_s, ARRIVAL, lambda s=sequence: worker.enqueue(s))  # type: ignore[misc]
+    loop.run()
+    # a starts alone; b's short iteration runs while a decodes, c's while a and b do
+    prefills = [(w.prefill_tokens, w.decode_seqs, w.resting_decoders) for w in recording.works if w.prefill_tokens]
+    assert prefills == [(20, 0, 0), (20, 0, 1), (30, 0, 2)]
+    assert all(w.resting_decoders == 0 for w in recording.works if not w.prefill_tokens)
