@@ -116,7 +116,8 @@ def plan(out: Path, window_s: float = 600.0, scale: float = 4.0, trace: str = "c
     bands = cost_by_prompt_length(items, PLANNING_TYPES, seed=seed)
     headline = {"trace": trace, "window_s": window_s, "scale": scale, "offered_rps": mean_rate(items),
                 "best_single": result.best_single, "best_mix": result.best_mix, "savings": result.savings,
-                "evaluations": result.evaluations, "cost_by_prompt_length": bands}
+                "evaluations": result.evaluations, "skipped_too_small": result.skipped_too_small,
+                "cost_by_prompt_length": bands}
     write_json(out / "plan.json", headline)
     rows = ["| prompt tokens | requests | " + " | ".join(f"{g} req/s, $/h per req/s" for g in PLANNING_TYPES) + " |",
             "|---|---|" + "---|" * len(PLANNING_TYPES)]
