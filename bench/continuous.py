@@ -9,7 +9,13 @@ that arrive within the next ``duration_s`` are counted, whichever generation the
 (aggregate = those chunks x completion tokens per chunk of the generations that ended in the window,
 / ``duration_s``; TTFT and ITL percentiles over those generations), then the clients are
 cancelled. Counting whole generations instead would count closed-loop streams that finish together
-in waves: one wave more or less in a window moved a figure by up to a third. Then the
+in waves: one wave more or less in a window moved a figure by up to a third. Each run also
+records where the clients' cycles went (``cycle_figures``: the token-weighted mean inter-chunk
+gap, each generation's tail past its last chunk and the client's turnaround, and per generation
+who streamed alongside it and whose prefill fell inside it, which ``bench.served_cost`` reads),
+others' share of the cores over the window and the mean wait of a chat request in Triton's own
+queue (``window_meter``; with Triton's dynamic batcher on the decoupled chat model that wait was
+20-190 ms per request at 4-16 streams, docs/benchmarks.md). Then the
 engine ceiling (``bench.ceiling``: the same engine, same prompt, N sequences in one batch, no
 Triton, in a subprocess). Afterwards: the TTFT of a short request on an idle stack, and while 8
 long generations stream. Writes raw runs and medians to ``--out`` (JSON) and prints Markdown rows.
@@ -19,7 +25,9 @@ Run it under ``flock /tmp/shunter-integration.lock`` on a shared host.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -27,13 +35,16 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
+import httpx
 import typer
 
 from bench.chat import GatewayChat, StreamTiming, run_streams
 from bench.clients import gateway_http
+from bench.contention import CpuWatch
 from bench.cpu import component_seconds, renice_tree
 from bench.report import machine_facts
 from bench.run import command_line, log
@@ -44,6 +55,7 @@ app = typer.Typer(add_completion=False)
 YIELD_NICE = 10
 LONG_USER = "Write a very long, detailed story about a lighthouse keeper and a storm."
 SHORT_USER = "What is 2+2?"
+STATS_TIMEOUT_S = 2.0
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -54,53 +66,140 @@ def _pct(values: list[float], q: float) -> float:
 
 
 CpuSnapshot = Callable[[], dict[str, float]]
+WindowMeter = Callable[[], Callable[[], dict[str, float]]]  # start(): returns stop() -> figures
+
+
+@dataclass
+class Cycle:
+    """One generation of one closed-loop client: when it was sent, when ``stream()`` returned
+    (NaN when it was cut off) and when each of its text chunks arrived (``time.perf_counter``)."""
+
+    client: int
+    started: float
+    chunks: list[float] = field(default_factory=list)
+    ended: float = math.nan
+    timing: StreamTiming | None = None
 
 
 async def closed_loop(chat: GatewayChat, streams: int, warmup_s: float, duration_s: float,
-                      cpu: CpuSnapshot | None = None) -> dict[str, Any]:
+                      cpu: CpuSnapshot | None = None, meter: WindowMeter | None = None) -> dict[str, Any]:
     """``streams`` clients stream back to back; see the module docstring for what is counted.
-    With ``cpu``, each component's CPU milliseconds per completion token counted in the window."""
-    ended: list[tuple[float, StreamTiming]] = []
+    With ``cpu``, each component's CPU milliseconds per completion token counted in the window;
+    with ``meter``, its figures over the window (merged into the result)."""
+    cycles: list[Cycle] = []
     arrivals: list[float] = []
     errors: list[str] = []
 
-    async def client() -> None:
+    async def client(number: int) -> None:
         # A deadline as well as the cancel below: Python 3.11's asyncio.wait_for (used for the idle
         # timeout) can swallow a cancellation that races with an arriving chunk.
         while time.perf_counter() < stop_at:
+            cycle = Cycle(number, time.perf_counter())
+            cycles.append(cycle)
             try:
-                timing = await chat.stream(arrivals)
+                cycle.timing = await chat.stream(cycle.chunks)
+                cycle.ended = time.perf_counter()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # counted; the client goes on
                 errors.append(f"{type(exc).__name__}: {exc}"[:200])
-                continue
-            ended.append((time.perf_counter(), timing))
+            finally:
+                arrivals.extend(cycle.chunks)
 
     started = time.perf_counter()
     stop_at = started + warmup_s + duration_s
-    tasks = [asyncio.create_task(client()) for _ in range(streams)]
+    tasks = [asyncio.create_task(client(n)) for n in range(streams)]
     await asyncio.sleep(warmup_s)
     cpu_before = cpu() if cpu is not None else {}
+    stop_meter = meter() if meter is not None else None
     await asyncio.sleep(duration_s)
     cpu_after = cpu() if cpu is not None else {}
+    metered = stop_meter() if stop_meter is not None else {}
     for task in tasks:
         task.cancel()
     _, pending = await asyncio.wait(tasks, timeout=120.0)  # a swallowed cancel ends at its stream's end
     if pending:
         raise RuntimeError(f"{len(pending)} clients did not stop")
     window_start, window_end = started + warmup_s, started + warmup_s + duration_s
-    window = [t for end, t in ended if window_start <= end <= window_end]
+    window = [c for c in cycles if c.timing is not None and window_start <= c.ended <= window_end]
     chunks = sum(1 for at in arrivals if window_start <= at <= window_end)
-    tokens_per_chunk = sum(t.completion_tokens for t in window) / max(1, sum(t.chunks for t in window))
+    timings = [c.timing for c in window if c.timing is not None]
+    tokens_per_chunk = sum(t.completion_tokens for t in timings) / max(1, sum(t.chunks for t in timings))
     tokens = chunks * (tokens_per_chunk if window else 1.0)
     cpu_ms = {name: round((cpu_after[name] - cpu_before[name]) * 1000.0 / tokens, 3)
               for name in cpu_after if name in cpu_before and tokens}
     return {"generations": len(window), "errors": len(errors), "error_samples": errors[:3],
             "cpu_ms_per_token": cpu_ms, "window_chunks": chunks, "tokens_per_chunk": tokens_per_chunk,
             "aggregate_tokens_per_s": tokens / duration_s,
-            "completion_tokens_p50": statistics.median([t.completion_tokens for t in window]) if window else 0,
-            "ttft_ms": [t.ttft_ms for t in window], "itl_ms": [t.itl_ms for t in window]}
+            "completion_tokens_p50": statistics.median([t.completion_tokens for t in timings]) if window else 0,
+            "ttft_ms": [t.ttft_ms for t in timings], "itl_ms": [t.itl_ms for t in timings],
+            **cycle_figures(cycles, window), **metered}
+
+
+def cycle_figures(cycles: list[Cycle], window: list[Cycle]) -> dict[str, Any]:
+    """Where each closed-loop cycle of the ``window`` generations went: the token-weighted mean
+    inter-chunk gap (all their first-to-last spans over all their gaps: what a rate sees, unlike a
+    median of per-generation means), and per generation the tail (last text chunk to the end of
+    the stream: the end-of-generation step, the final response, usage and ``[DONE]``) and the
+    client's turnaround (its end to the same client's next send). Milliseconds."""
+    spans = [(c.chunks[-1] - c.chunks[0], len(c.chunks) - 1) for c in window if len(c.chunks) > 1]
+    gaps = sum(n for _, n in spans)
+    following: dict[int, Cycle] = {}  # id(cycle) -> the same client's next cycle
+    by_client: dict[int, list[Cycle]] = {}
+    for cycle in cycles:
+        by_client.setdefault(cycle.client, []).append(cycle)
+    for own in by_client.values():
+        following.update({id(a): b for a, b in itertools.pairwise(own)})
+    return {"itl_token_mean_ms": sum(s for s, _ in spans) * 1000.0 / gaps if gaps else math.nan,
+            "tail_ms": [(c.ended - c.chunks[-1]) * 1000.0 for c in window if c.chunks],
+            "turnaround_ms": [(following[id(c)].started - c.ended) * 1000.0 for c in window if id(c) in following],
+            "spans": streaming_spans(cycles, window)}
+
+
+def streaming_spans(cycles: list[Cycle], window: list[Cycle]) -> list[list[float]]:
+    """Per ``window`` generation with two text chunks or more: ``[span_s, gaps, decoding_mean,
+    prefills_in_span]``: its first-to-last chunk span, its chunk gaps, the time-weighted mean number
+    of generations streaming meanwhile (itself included; a generation streams from its first chunk
+    to its last) and how many other generations got their first chunk inside the span (each is a
+    prefill step the engine ran between two of its tokens). What ``bench.served_cost`` reads."""
+    streams = [(c.chunks[0], c.chunks[-1]) for c in cycles if c.chunks]
+    rows = []
+    for cycle in window:
+        if len(cycle.chunks) < 2:
+            continue
+        first, last = cycle.chunks[0], cycle.chunks[-1]
+        span = last - first
+        overlap = sum(max(0.0, min(last, b) - max(first, a)) for a, b in streams)  # itself included
+        prefills = sum(1 for a, _ in streams if first < a < last)
+        rows.append([span, float(len(cycle.chunks) - 1), overlap / span if span > 0 else 1.0, float(prefills)])
+    return rows
+
+
+def triton_queue(http_address: str, model: str = "chat") -> tuple[int, int] | None:
+    """``(requests, nanoseconds)`` the model's requests have spent in Triton's scheduler queue so
+    far (its statistics extension, summed over versions), or None when Triton cannot be asked."""
+    try:
+        response = httpx.get(f"http://{http_address}/v2/models/{model}/stats", timeout=STATS_TIMEOUT_S)
+        queues = [s["inference_stats"]["queue"] for s in response.json()["model_stats"]]
+    except (httpx.HTTPError, ValueError, KeyError):
+        return None
+    return sum(int(q.get("count", 0)) for q in queues), sum(int(q.get("ns", 0)) for q in queues)
+
+
+def window_meter(triton_http: str, own_pids: list[int]) -> WindowMeter:
+    """Over a window: others' share of the cores (``bench.contention``) and the mean time a chat
+    request waited in Triton's own queue before the model's ``execute`` got it."""
+    def start() -> Callable[[], dict[str, float]]:
+        watch, before = CpuWatch(own_pids), triton_queue(triton_http)
+
+        def stop() -> dict[str, float]:
+            figures = {"others_share": round(watch.stop()["others_share"], 4)}
+            after = triton_queue(triton_http)
+            if before is not None and after is not None and after[0] > before[0]:
+                figures["triton_queue_ms_per_request"] = (after[1] - before[1]) / (after[0] - before[0]) / 1e6
+            return figures
+        return stop
+    return start
 
 
 def _ceiling(streams: list[int]) -> list[dict[str, float]]:
@@ -144,14 +243,14 @@ async def _ttft_under_load(url: str, key: str, long_streams: int, users: list[st
 
 
 async def _measure(url: str, key: str, streams: list[int], repeats: int, timing: tuple[float, float],
-                   result: dict[str, Any], cpu: CpuSnapshot | None = None) -> None:
+                   result: dict[str, Any], cpu: CpuSnapshot | None = None, meter: WindowMeter | None = None) -> None:
     http = gateway_http(url, key, max_connections=max(streams) + 4, timeout_s=300.0)
     try:
         chat = GatewayChat(http, idle_timeout_s=60.0)
         await run_streams(chat.stream, 1, 0.0)  # warm-up
         for repeat in range(repeats):
             for count in streams:
-                served = await closed_loop(chat, count, *timing, cpu=cpu)
+                served = await closed_loop(chat, count, *timing, cpu=cpu, meter=meter)
                 result["served"].append({"repeat": repeat, "streams": count, **served})
                 log(f"served x{count} #{repeat + 1}: {served['aggregate_tokens_per_s']:.1f} tok/s, "
                     f"{served['generations']} generations, {served['errors']} errors")
@@ -179,12 +278,31 @@ def summarize(result: dict[str, Any], streams: list[int]) -> list[dict[str, Any]
                      "ceiling_tokens_per_s": statistics.median(ceiling), "errors": sum(r["errors"] for r in served),
                      "ttft_p50_ms": _pct(ttft, 0.5), "ttft_p99_ms": _pct(ttft, 0.99),
                      "itl_p50_ms": _pct(itl, 0.5), "itl_p99_ms": _pct(itl, 0.99), "generations": len(ttft),
-                     "cpu_ms_per_token": _median_by_key([r.get("cpu_ms_per_token", {}) for r in served])})
+                     "cpu_ms_per_token": _median_by_key([r.get("cpu_ms_per_token", {}) for r in served]),
+                     **_cycle_row(served)})
     single = rows[0]["served_tokens_per_s"] if rows and rows[0]["streams"] == 1 else float("nan")
     for row in rows:
         row["served_over_ceiling"] = row["served_tokens_per_s"] / row["ceiling_tokens_per_s"]
         row["served_over_single"] = row["served_tokens_per_s"] / single
     return rows
+
+
+def _cycle_row(served: list[dict[str, Any]]) -> dict[str, float]:
+    """The cycle figures of one stream count: medians over repeats (token-weighted gap, Triton
+    queue wait), medians over generations (tail, turnaround), the most others took of the cores.
+    NaN where a report predates them."""
+    def median_of(key: str) -> float:
+        values = [r[key] for r in served if r.get(key) == r.get(key) and key in r]
+        return statistics.median(values) if values else math.nan
+
+    def pooled(key: str) -> float:
+        return _pct([v for r in served for v in r.get(key, [])], 0.5)
+
+    shares = [r["others_share"] for r in served if "others_share" in r]
+    return {"itl_token_mean_ms": median_of("itl_token_mean_ms"), "tail_p50_ms": pooled("tail_ms"),
+            "turnaround_p50_ms": pooled("turnaround_ms"),
+            "triton_queue_ms_per_request": median_of("triton_queue_ms_per_request"),
+            "others_share_max": max(shares) if shares else math.nan}
 
 
 def _median_by_key(samples: list[dict[str, float]]) -> dict[str, float]:
@@ -214,6 +332,12 @@ def markdown(rows: list[dict[str, Any]], result: dict[str, Any]) -> str:
                      f"| {r['served_over_ceiling']:.2f} | {r['served_over_single']:.2f} | {r['ttft_p50_ms']:.1f} "
                      f"| {r['ttft_p99_ms']:.1f} | {r['itl_p50_ms']:.1f} | {r['itl_p99_ms']:.1f} | {r['generations']} |")
     lines.extend(_cpu_table(rows))
+    lines.extend(["", "| streams | ITL token-weighted ms | tail p50 ms | turnaround p50 ms | Triton queue ms/request "
+                  "| others' share (max) |", "|---:|---:|---:|---:|---:|---:|"])
+    lines.extend(f"| {r['streams']} | {r['itl_token_mean_ms']:.1f} | {r['tail_p50_ms']:.1f} | "
+                 f"{r['turnaround_p50_ms']:.2f} | {r['triton_queue_ms_per_request']:.1f} | "
+                 f"{r['others_share_max']:.1%} |"
+                 for r in rows)
     lines.append("")
     for label, suffix in (("same question each time", ""), ("a new question each time", "_new_question")):
         idle = statistics.median(result[f"ttft_idle{suffix}_ms"])
@@ -252,8 +376,9 @@ def main(out: Annotated[Path, typer.Option(help="JSON report.")] = BENCH_RESULTS
             def cpu() -> dict[str, float]:
                 return component_seconds(endpoints.gateway_pid, endpoints.triton_pid, "chat")
 
+            own = [pid for pid in (endpoints.gateway_pid, endpoints.triton_pid) if pid is not None]
             asyncio.run(_measure(endpoints.gateway_url, api_key, counts, repeats, (warmup_s, duration_s), result,
-                                 cpu))
+                                 cpu, window_meter(endpoints.triton_http, own)))
     result["elapsed_s"] = round(time.time() - started, 1)
     result["summary"] = summarize(result, counts)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -33,6 +33,7 @@ from typing import Annotated, Any
 import typer
 
 from bench.contention import ContentionTimeline, CpuWatch, wait_for_quiet
+from bench.continuous import triton_queue
 from bench.fidelity_trace import (
     API_KEYS,
     OUTPUT_SHRINK,
@@ -90,16 +91,26 @@ def replay(out: Out = OUT, base_port: BasePort = 29100, max_quiet_wait_s: float 
         quiet = wait_for_quiet(max_quiet_wait_s)
         watch = CpuWatch([])  # this process's tree: the stack it started (gateway, control, Triton)
         timeline = ContentionTimeline([]).start()
+        queued_before = triton_queue(endpoints.triton_http)
         results = asyncio.run(run_replay(endpoints.gateway_url, items))
+        triton = _queue_wait(queued_before, triton_queue(endpoints.triton_http))
         contention = {**watch.stop(), "quiet_wait_s": quiet["waited_s"], "timeline_others_share": timeline.stop()}
     statuses: dict[int, int] = {}
     for result in results:
         statuses[result.status] = statuses.get(result.status, 0) + 1
     _write(out / "fidelity_real_replay.json", {
         "load_average_1_5_15": {"before": load_before, "after": os.getloadavg()}, "contention": contention,
-        "statuses": statuses,
+        "statuses": statuses, "triton_queue": triton,
         "results": [asdict(r) for r in results]})
-    print(f"statuses: {statuses}; other processes: {contention}")
+    print(f"statuses: {statuses}; other processes: {contention}; Triton's queue: {triton}")
+
+
+def _queue_wait(before: tuple[int, int] | None, after: tuple[int, int] | None) -> dict[str, float] | None:
+    """Chat requests and their mean wait in Triton's own queue between two readings (None if unknown)."""
+    if before is None or after is None or after[0] <= before[0]:
+        return None
+    requests = after[0] - before[0]
+    return {"requests": requests, "mean_wait_ms": (after[1] - before[1]) / requests / 1e6}
 
 
 def warm_up_item(like: dict[str, Any]) -> dict[str, Any]:

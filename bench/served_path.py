@@ -336,7 +336,7 @@ def derive(measured: Annotated[list[Path] | None, typer.Option(help="JSON writte
     raw: dict[str, Any] = next((r for r in reversed(raws) if r.get("loaded_probes")), {})
     if raw:
         served["path_fit"]["loaded_check"] = loaded_check(FittedPerf.from_profile({**data, "served": served}),
-                                                          ServedPath(terms["path_s"]), raw)
+                                                          ServedPath.from_profile({"served": served}), raw)
     data["served"] = served
     profile.write_text(json.dumps(data, indent=1) + "\n")
     print(json.dumps({k: terms[k] for k in ("path_s", "prefill_factor", "fit")}, indent=1))

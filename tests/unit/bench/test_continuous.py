@@ -2,9 +2,12 @@
 
 import asyncio
 import time
+from collections.abc import Callable
+
+import pytest
 
 from bench.chat import StreamTiming, timing
-from bench.continuous import closed_loop
+from bench.continuous import Cycle, closed_loop, cycle_figures, streaming_spans
 
 CHUNK_GAP_S = 0.01
 
@@ -43,3 +46,39 @@ def test_chunks_are_converted_to_tokens_by_the_generations_that_ended_in_the_win
     assert served["generations"] > 0
     assert served["tokens_per_chunk"] == 4.0
     assert served["aggregate_tokens_per_s"] == served["window_chunks"] * 4.0 / 0.5
+
+
+def test_the_token_weighted_gap_is_what_a_rate_sees_not_the_median_of_generations() -> None:
+    # Two quick generations (gaps of 10 ms) and one slow one (gaps of 50 ms), 11 chunks each: the
+    # median of per-generation means says 10 ms, the window's tokens streamed at a mean of 23.3 ms.
+    def cycle(client: int, start: float, gap_s: float) -> Cycle:
+        chunks = [start + 0.02 + k * gap_s for k in range(11)]
+        return Cycle(client, start, chunks, ended=chunks[-1] + 0.01, timing=timing(start, chunks, 11))
+
+    cycles = [cycle(0, 0.0, 0.01), cycle(1, 0.0, 0.05), cycle(0, 0.2, 0.01)]
+    figures = cycle_figures(cycles, cycles)
+    assert figures["itl_token_mean_ms"] == pytest.approx((10 * 10 + 10 * 50 + 10 * 10) / 30)
+    assert figures["tail_ms"] == pytest.approx([10.0, 10.0, 10.0])
+    # only client 0's first generation has a next one of the same client: sent 0.2 - 0.13 s later
+    assert figures["turnaround_ms"] == pytest.approx([70.0])
+
+
+def test_closed_loop_reports_each_cycle_and_the_window_meter() -> None:
+    def meter() -> Callable[[], dict[str, float]]:
+        return lambda: {"others_share": 0.0}
+
+    served = asyncio.run(closed_loop(PacedChat(chunks=5), 2, warmup_s=0.1, duration_s=0.4,  # type: ignore[arg-type]
+                                     meter=meter))
+    assert served["others_share"] == 0.0
+    assert served["itl_token_mean_ms"] == pytest.approx(CHUNK_GAP_S * 1000.0, rel=0.5)
+    assert len(served["tail_ms"]) == served["generations"]
+    assert all(0.0 <= t < 5.0 for t in served["tail_ms"])
+
+
+def test_streaming_spans_count_who_decoded_alongside_and_whose_prefill_fell_inside() -> None:
+    # A streams 0.1-1.1 s; B streams 0.6-1.6 s (half of A's span); C's first chunk at 0.9 s.
+    a = Cycle(0, 0.0, [0.1, 0.6, 1.1], ended=1.2, timing=timing(0.0, [0.1, 0.6, 1.1], 3))
+    b = Cycle(1, 0.5, [0.6, 1.6], ended=1.7)
+    c = Cycle(2, 0.8, [0.9, 1.0], ended=1.05)
+    rows = streaming_spans([a, b, c], [a])
+    assert rows == [pytest.approx([1.0, 2.0, 1.0 + 0.5 + 0.1, 2.0])]

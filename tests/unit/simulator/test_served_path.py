@@ -74,3 +74,34 @@ def test_the_profile_gives_the_path_and_none_without_it() -> None:
     assert ServedPath.from_profile({}) == NO_PATH
     with pytest.raises(ValueError):
         ServedPath(-0.001)
+
+
+def test_the_measured_end_path_splits_the_path_into_its_request_and_response_sides() -> None:
+    served = {"served": {"path_s": 0.012, "end_path_s": 0.001}}
+    path = ServedPath.from_profile(served)
+    assert (path.response_s, path.request_s) == (0.001, pytest.approx(0.011))
+    # an end path longer than the whole path puts all of it after the engine
+    assert ServedPath.from_profile({"served": {"path_s": 0.004, "end_path_s": 0.009}}) == ServedPath(0.004, 0.0)
+    assert ServedPath.from_profile({"served": {"path_s": 0.004, "end_path_s": None}}) == ServedPath(0.004)
+    with pytest.raises(ValueError):
+        ServedPath(0.0, -0.001)
+
+
+def test_an_idle_first_token_costs_the_whole_path_however_it_is_split() -> None:
+    request = [ReplayRequest("r1", TENANT, 1.0, 130, 16, 8)]
+    split = simulate_replay(request, SETUP, PERF, ServedPath(response_s=0.002, request_s=0.018))[0]
+    assert split.ttft_s == pytest.approx(PERF.prefill_s(130) + 0.02)
+    after = simulate_replay(request, SETUP, PERF, ServedPath(0.02))[0]
+    # alone on the engine, the end too comes the whole path after the engine-alone timeline
+    assert split.finish_s == pytest.approx(after.finish_s)  # type: ignore[operator]
+
+
+def test_the_request_side_reaches_the_engine_later_without_holding_it() -> None:
+    loop, log = EventLoop(), Log()
+    path = ServedPath(0.0, 0.05)
+    worker = LlmWorker("cpu", PERF, loop, path.wrap(log, loop))
+    item = one("a", TENANT, 0.0, 30, 3)
+    loop.at(0.0, ARRIVAL, lambda: path.enqueue(worker, Sequence(item.request, item.output_tokens), loop))
+    loop.run()
+    first = next(at for kind, _, at in log.events if kind == "first")
+    assert first == pytest.approx(0.05 + PERF.prefill_s(30))
