@@ -48,7 +48,7 @@ def _tensor(name: str, value: np.ndarray, datatype: str) -> grpcclient.InferInpu
     return tensor
 
 
-TRITON_PRIORITY_LEVELS = 3  # the chat model's priority_levels (config/models.yaml)
+TRITON_PRIORITY_LEVELS = 3  # levels of Tier.triton_priority (scheduling/tenants.py)
 
 
 def engine_priority(triton_priority: int) -> int | None:

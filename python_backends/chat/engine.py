@@ -15,6 +15,12 @@ that many tokens, and whatever is held back goes with the final delta. Every sen
 the engine to Triton, the gateway and the client; fewer of them leave more CPU to the model on a
 host where all of those share the cores. The text itself does not change, only its chunking.
 
+Waiting bound (``EngineConfig.max_waiting``): a new generation is refused with
+``EngineSaturatedError`` while that many sequences wait for admission (preempted ones included).
+Triton puts no queue in front of this model (its dynamic batcher held decoupled requests; see
+``triton_configs/llm.pbtxt.j2``), so this is the bound a client that bypasses the gateway meets;
+the gateway itself keeps each engine's queued prefill short (``max_prefill_line_s``).
+
 Thread contract: one thread calls everything (it owns the llama.cpp context); sinks are called
 on that thread. ``generate()`` runs one request alone to completion (tests, benchmarks).
 """
@@ -33,7 +39,15 @@ from python_backends.chat.params import GenerationParams
 from python_backends.chat.scheduler import Chunk, Scheduler, SchedulerLimits
 from python_backends.chat.sequence import Delta, Sequence, Sink
 
-__all__ = ["BatchEngine", "Delta", "EngineStats", "ListSink"]
+__all__ = ["BatchEngine", "Delta", "EngineSaturatedError", "EngineStats", "ListSink"]
+
+
+class EngineSaturatedError(RuntimeError):
+    """A new generation was refused: the waiting queue is full. The message carries Triton's own
+    wording for a full queue ("exceeds maximum queue size"), which the gateway maps to a 503."""
+
+    def __init__(self, max_waiting: int) -> None:
+        super().__init__(f"the engine's waiting queue is full: exceeds maximum queue size {max_waiting}")
 
 
 @dataclass(frozen=True)
@@ -99,7 +113,10 @@ class BatchEngine:
         return self.runtime.tokenize(prompt)
 
     def submit(self, prompt: str, params: GenerationParams, sink: Sink, priority: int = 0) -> Sequence:
-        """Queue a generation; raise InvalidInputError for an empty or too long prompt."""
+        """Queue a generation; raise InvalidInputError for an empty or too long prompt and
+        EngineSaturatedError when ``max_waiting`` sequences already wait."""
+        if len(self.scheduler.waiting) >= self.config.max_waiting:
+            raise EngineSaturatedError(self.config.max_waiting)
         tokens = self.runtime.tokenize(prompt)
         if not tokens:
             raise InvalidInputError("prompt", "is empty")

@@ -38,6 +38,7 @@ class EngineConfig:
     prefix_cache: bool = True  # reuse a finished sequence's KV prefix in its slot (scheduler docstring)
     short_prefill_first: bool = True  # a short new prompt's prefill gets a step of its own (scheduler docstring)
     stream_interval_tokens: int = 1  # text is sent every this many tokens (the first at once; engine docstring)
+    max_waiting: int = 64  # sequences waiting for admission beyond which a new one is refused (engine docstring)
 
     def __post_init__(self) -> None:
         if self.context_tokens < 2:
@@ -46,8 +47,9 @@ class EngineConfig:
             raise ValueError("kv_cache_tokens must hold at least one block")
         if not 0 < self.max_running < self.max_batch_tokens:
             raise ValueError("max_running must be in 1..max_batch_tokens-1")
-        if self.prefill_chunk_tokens < 1 or self.n_threads < 1 or self.stream_interval_tokens < 1:
-            raise ValueError("prefill_chunk_tokens, n_threads and stream_interval_tokens must be positive")
+        if min(self.prefill_chunk_tokens, self.n_threads, self.stream_interval_tokens, self.max_waiting) < 1:
+            raise ValueError("prefill_chunk_tokens, n_threads, stream_interval_tokens and max_waiting_sequences"
+                             " must be positive")
 
     @property
     def total_blocks(self) -> int:
@@ -88,4 +90,5 @@ class EngineConfig:
             prefix_cache=flag("prefix_cache"),
             short_prefill_first=flag("short_prefill_first"),
             stream_interval_tokens=number("stream_interval_tokens", 1),
+            max_waiting=number("max_waiting_sequences", 64),
         )

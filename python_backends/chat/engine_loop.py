@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from python_backends.batching import InvalidInputError
-from python_backends.chat.engine import BatchEngine, EngineStats, ListSink
+from python_backends.chat.engine import BatchEngine, EngineSaturatedError, EngineStats, ListSink
 from python_backends.chat.params import GenerationParams
 from python_backends.chat.sequence import Sink
 
@@ -99,6 +99,6 @@ class EngineLoop:
             block = False
             try:
                 engine.submit(job.prompt, job.params, job.sink, job.priority)
-            except InvalidInputError as exc:
+            except (InvalidInputError, EngineSaturatedError) as exc:
                 job.sink.fail(exc)
 

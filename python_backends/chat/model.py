@@ -19,7 +19,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 from python_backends.batching import InvalidInputError, decode_texts
-from python_backends.chat.engine import BatchEngine, EngineStats
+from python_backends.chat.engine import BatchEngine, EngineSaturatedError, EngineStats
 from python_backends.chat.engine_config import EngineConfig
 from python_backends.chat.engine_loop import EngineLoop, Job
 from python_backends.chat.params import parse_params, parse_priority
@@ -103,6 +103,10 @@ class _TritonSink:
     def _fail_now(self, error):
         if isinstance(error, InvalidInputError):
             self.sender.send(invalid_arg_response(str(error)), flags=FINAL)
+        elif isinstance(error, EngineSaturatedError):
+            code = getattr(pb_utils.TritonError, "UNAVAILABLE", None)
+            failure = pb_utils.TritonError(str(error), code) if code is not None else pb_utils.TritonError(str(error))
+            self.sender.send(pb_utils.InferenceResponse(error=failure), flags=FINAL)
         else:
             failure = pb_utils.TritonError(f"generation failed: {error}")
             self.sender.send(pb_utils.InferenceResponse(error=failure), flags=FINAL)

@@ -47,6 +47,7 @@ def test_chat_on_a_gpu_pool_is_a_tensorrt_llm_ensemble(config: StackConfig) -> N
     assert {(o.name, o.data_type) for o in ensemble.output} == {(o.name, o.data_type) for o in cpu.output}
     engine = configs["chat_tensorrt_llm"]
     assert engine.backend == "tensorrtllm"
+    assert engine.dynamic_batching.priority_levels == chat.batching.priority_levels
     assert engine.model_transaction_policy.decoupled
     params = {key: value.string_value for key, value in engine.parameters.items()}
     assert params["gpt_model_type"] == "inflight_fused_batching"
@@ -97,6 +98,7 @@ def test_chat_is_decoupled_with_optional_sampling_inputs(config: StackConfig) ->
     chat = next(m for m in config.models if m.kind is WorkloadKind.LLM)
     parsed = _parse(render_config(chat, "cpu"))
     assert parsed.model_transaction_policy.decoupled
+    assert not parsed.HasField("dynamic_batching")  # the engine queues and orders (llm.pbtxt.j2)
     optional = {i.name for i in parsed.input if i.optional}
     assert optional == {"max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "priority"}
     assert parsed.parameters["kv_cache_tokens"].string_value == chat.parameters["kv_cache_tokens"]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from python_backends.batching import InvalidInputError
-from python_backends.chat.engine import BatchEngine, ListSink
+from python_backends.chat.engine import BatchEngine, EngineSaturatedError, ListSink
 from python_backends.chat.engine_config import EngineConfig
 from python_backends.chat.params import GenerationParams
 
@@ -86,6 +86,22 @@ def test_stop_string_ends_generation_without_emitting_it(engine: BatchEngine) ->
 def test_prompt_longer_than_a_sequence_is_rejected(engine: BatchEngine) -> None:
     with pytest.raises(InvalidInputError, match="prompt"):
         engine.submit("word " * 600, GenerationParams(max_tokens=4), ListSink())
+
+
+def test_a_new_generation_is_refused_while_the_waiting_queue_is_full(artifacts_dir: Path) -> None:
+    engine = _engine(artifacts_dir, max_waiting=2)
+    try:
+        accepted = [ListSink(), ListSink()]
+        for sink in accepted:
+            engine.submit(PROMPT, GenerationParams(max_tokens=2, temperature=0.0), sink)
+        with pytest.raises(EngineSaturatedError, match="exceeds maximum queue size 2"):
+            engine.submit(PROMPT, GenerationParams(max_tokens=2, temperature=0.0), ListSink())
+        while engine.step():
+            pass
+        assert all(sink.deltas[-1].finish_reason == "length" for sink in accepted)
+        engine.submit(PROMPT, GenerationParams(max_tokens=2, temperature=0.0), ListSink())  # room again
+    finally:
+        engine.runtime.close()
 
 
 def test_cancelled_sequence_frees_its_blocks_in_that_step(engine: BatchEngine) -> None:

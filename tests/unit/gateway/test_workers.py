@@ -1,0 +1,25 @@
+"""How Triton's errors map onto the gateway's taxonomy (gateway.workers.map_triton_error)."""
+
+from tritonclient.utils import InferenceServerException
+
+from gateway.errors import InvalidRequestError, UnavailableError, UpstreamError
+from gateway.workers import map_triton_error
+from python_backends.batching import InvalidInputError
+from python_backends.chat.engine import EngineSaturatedError
+
+
+def test_a_full_engine_queue_is_a_retryable_503_like_a_full_triton_queue() -> None:
+    for message in (str(EngineSaturatedError(64)), "Exceeds maximum queue size"):
+        error = map_triton_error(InferenceServerException(message), "chat")
+        assert isinstance(error, UnavailableError)
+        assert error.status == 503 and error.headers() == {"Retry-After": "1"}
+
+
+def test_a_backend_input_error_is_a_400_naming_the_input() -> None:
+    error = map_triton_error(InferenceServerException(str(InvalidInputError("prompt", "is empty"))), "chat")
+    assert isinstance(error, InvalidRequestError) and "prompt" in str(error)
+
+
+def test_anything_else_is_a_worker_failure() -> None:
+    error = map_triton_error(InferenceServerException("generation failed: boom"), "chat")
+    assert isinstance(error, UpstreamError) and error.status == 502
