@@ -34,12 +34,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
-import httpx
 import typer
 
 from bench.chat import GatewayChat, StreamTiming, run_streams
@@ -49,13 +48,13 @@ from bench.cpu import component_seconds, renice_tree
 from bench.report import machine_facts
 from bench.run import command_line, log
 from bench.stack import BENCH_RESULTS, StackOptions, bench_stack
+from bench.triton_stats import queue_wait, triton_counts
 from control.paths import StackPaths
 
 app = typer.Typer(add_completion=False)
 YIELD_NICE = 10
 LONG_USER = "Write a very long, detailed story about a lighthouse keeper and a storm."
 SHORT_USER = "What is 2+2?"
-STATS_TIMEOUT_S = 2.0
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -66,7 +65,7 @@ def _pct(values: list[float], q: float) -> float:
 
 
 CpuSnapshot = Callable[[], dict[str, float]]
-WindowMeter = Callable[[], Callable[[], dict[str, float]]]  # start(): returns stop() -> figures
+WindowMeter = Callable[[], Awaitable[Callable[[], Awaitable[dict[str, float]]]]]  # await start() -> stop
 
 
 @dataclass
@@ -111,10 +110,10 @@ async def closed_loop(chat: GatewayChat, streams: int, warmup_s: float, duration
     tasks = [asyncio.create_task(client(n)) for n in range(streams)]
     await asyncio.sleep(warmup_s)
     cpu_before = cpu() if cpu is not None else {}
-    stop_meter = meter() if meter is not None else None
+    stop_meter = await meter() if meter is not None else None
     await asyncio.sleep(duration_s)
     cpu_after = cpu() if cpu is not None else {}
-    metered = stop_meter() if stop_meter is not None else {}
+    metered = await stop_meter() if stop_meter is not None else {}
     for task in tasks:
         task.cancel()
     _, pending = await asyncio.wait(tasks, timeout=120.0)  # a swallowed cancel ends at its stream's end
@@ -175,28 +174,17 @@ def streaming_spans(cycles: list[Cycle], window: list[Cycle]) -> list[list[float
     return rows
 
 
-def triton_queue(http_address: str, model: str = "chat") -> tuple[int, int] | None:
-    """``(requests, nanoseconds)`` the model's requests have spent in Triton's scheduler queue so
-    far (its statistics extension, summed over versions), or None when Triton cannot be asked."""
-    try:
-        response = httpx.get(f"http://{http_address}/v2/models/{model}/stats", timeout=STATS_TIMEOUT_S)
-        queues = [s["inference_stats"]["queue"] for s in response.json()["model_stats"]]
-    except (httpx.HTTPError, ValueError, KeyError):
-        return None
-    return sum(int(q.get("count", 0)) for q in queues), sum(int(q.get("ns", 0)) for q in queues)
-
-
 def window_meter(triton_http: str, own_pids: list[int]) -> WindowMeter:
     """Over a window: others' share of the cores (``bench.contention``) and the mean time a chat
     request waited in Triton's own queue before the model's ``execute`` got it."""
-    def start() -> Callable[[], dict[str, float]]:
-        watch, before = CpuWatch(own_pids), triton_queue(triton_http)
+    async def start() -> Callable[[], Awaitable[dict[str, float]]]:
+        watch, before = CpuWatch(own_pids), await triton_counts(triton_http, "chat")
 
-        def stop() -> dict[str, float]:
+        async def stop() -> dict[str, float]:
             figures = {"others_share": round(watch.stop()["others_share"], 4)}
-            after = triton_queue(triton_http)
-            if before is not None and after is not None and after[0] > before[0]:
-                figures["triton_queue_ms_per_request"] = (after[1] - before[1]) / (after[0] - before[0]) / 1e6
+            waited = queue_wait(before, await triton_counts(triton_http, "chat"))
+            if waited is not None:
+                figures["triton_queue_ms_per_request"] = waited["mean_wait_ms"]
             return figures
         return stop
     return start

@@ -33,7 +33,6 @@ from typing import Annotated, Any
 import typer
 
 from bench.contention import ContentionTimeline, CpuWatch, wait_for_quiet
-from bench.continuous import triton_queue
 from bench.fidelity_trace import (
     API_KEYS,
     OUTPUT_SHRINK,
@@ -46,6 +45,7 @@ from bench.fidelity_trace import (
 from bench.replay import replay as run_replay
 from bench.replay import warm_up
 from bench.stack import BENCH_RESULTS, StackOptions, bench_stack, write_config
+from bench.triton_stats import queue_wait, triton_counts
 from control.config import load_stack_config
 from control.paths import PROJECT_ROOT, StackPaths
 from control.scheduling_config import load_scheduling
@@ -91,9 +91,9 @@ def replay(out: Out = OUT, base_port: BasePort = 29100, max_quiet_wait_s: float 
         quiet = wait_for_quiet(max_quiet_wait_s)
         watch = CpuWatch([])  # this process's tree: the stack it started (gateway, control, Triton)
         timeline = ContentionTimeline([]).start()
-        queued_before = triton_queue(endpoints.triton_http)
+        queued_before = asyncio.run(triton_counts(endpoints.triton_http, "chat"))
         results = asyncio.run(run_replay(endpoints.gateway_url, items))
-        triton = _queue_wait(queued_before, triton_queue(endpoints.triton_http))
+        triton = queue_wait(queued_before, asyncio.run(triton_counts(endpoints.triton_http, "chat")))
         contention = {**watch.stop(), "quiet_wait_s": quiet["waited_s"], "timeline_others_share": timeline.stop()}
     statuses: dict[int, int] = {}
     for result in results:
@@ -103,14 +103,6 @@ def replay(out: Out = OUT, base_port: BasePort = 29100, max_quiet_wait_s: float 
         "statuses": statuses, "triton_queue": triton,
         "results": [asdict(r) for r in results]})
     print(f"statuses: {statuses}; other processes: {contention}; Triton's queue: {triton}")
-
-
-def _queue_wait(before: tuple[int, int] | None, after: tuple[int, int] | None) -> dict[str, float] | None:
-    """Chat requests and their mean wait in Triton's own queue between two readings (None if unknown)."""
-    if before is None or after is None or after[0] <= before[0]:
-        return None
-    requests = after[0] - before[0]
-    return {"requests": requests, "mean_wait_ms": (after[1] - before[1]) / requests / 1e6}
 
 
 def warm_up_item(like: dict[str, Any]) -> dict[str, Any]:

@@ -80,12 +80,6 @@ def _engine_alone(perf: FittedPerf) -> FittedPerf:
     return FittedPerf(perf.engine, perf.law, 0.0, perf.served_prefill_factor)
 
 
-def _decode_step_s(perf: FittedPerf, sequences: float, context_tokens: int) -> float:
-    """The law's decode step of a (time-weighted, so fractional) number of sequences: it is linear."""
-    law = perf.law
-    return law.overhead_s + sequences * (law.decode_seq_s + law.attention_s_per_ktoken * context_tokens / 1000.0)
-
-
 def run_decode_seq_s(perf: FittedPerf, spans: list[list[float]], prompt_tokens: int, context_tokens: int) -> float:
     """``d`` of one run from its generations' ``[span_s, gaps, decoding_mean, prefills]`` (module
     docstring); raise ValueError without spans."""
@@ -95,7 +89,7 @@ def run_decode_seq_s(perf: FittedPerf, spans: list[list[float]], prompt_tokens: 
     measured = known = per_d = 0.0
     for span_s, gaps, decoding, prefills in spans:
         measured += span_s
-        known += gaps * _decode_step_s(alone, decoding, context_tokens) + prefills * prefill_s
+        known += gaps * alone.decode_step_s(decoding, context_tokens) + prefills * prefill_s
         per_d += gaps * decoding + prefills * max(0.0, decoding - 1.0)
     if per_d <= 0:
         raise ValueError("no streaming generation in the run")

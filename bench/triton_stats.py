@@ -1,10 +1,12 @@
-"""How Triton batched what a run sent: rows per Triton request and per model execution.
+"""How Triton batched and queued what a run sent: rows per Triton request and per model
+execution, and the time requests waited in Triton's own scheduler queue.
 
 ``triton_counts(http_address, model)`` reads the model's cumulative statistics from Triton's
 HTTP statistics extension (``GET /v2/models/<model>/stats``: inference count = rows, execution
-count = model executions, success count = requests), summed over the model's versions, or
-returns None when Triton cannot be asked. ``batch_shape(before, after)`` turns two readings into
-the rows per request and per execution in between.
+count = model executions, success count = requests, queue count and ns = requests through the
+scheduler queue and their total wait), summed over the model's versions, or returns None when
+Triton cannot be asked. ``batch_shape(before, after)`` turns two readings into the rows per
+request and per execution in between, ``queue_wait(before, after)`` into the mean queue wait.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ class TritonCounts:
     rows: int
     executions: int
     requests: int
+    queued: int = 0
+    queue_ns: int = 0
 
 
 async def triton_counts(http_address: str, model: str) -> TritonCounts | None:
@@ -33,8 +37,11 @@ async def triton_counts(http_address: str, model: str) -> TritonCounts | None:
         return None
     rows = sum(int(s.get("inference_count", 0)) for s in stats)
     executions = sum(int(s.get("execution_count", 0)) for s in stats)
-    requests = sum(int(s.get("inference_stats", {}).get("success", {}).get("count", 0)) for s in stats)
-    return TritonCounts(rows, executions, requests)
+    inference = [s.get("inference_stats", {}) for s in stats]
+    requests = sum(int(i.get("success", {}).get("count", 0)) for i in inference)
+    queued = sum(int(i.get("queue", {}).get("count", 0)) for i in inference)
+    queue_ns = sum(int(i.get("queue", {}).get("ns", 0)) for i in inference)
+    return TritonCounts(rows, executions, requests, queued, queue_ns)
 
 
 def batch_shape(before: TritonCounts | None, after: TritonCounts | None) -> dict[str, float]:
@@ -49,3 +56,12 @@ def batch_shape(before: TritonCounts | None, after: TritonCounts | None) -> dict
     if executions > 0:
         shape["rows_per_execution"] = rows / executions
     return shape
+
+
+def queue_wait(before: TritonCounts | None, after: TritonCounts | None) -> dict[str, float] | None:
+    """``requests`` through Triton's queue between two readings and their ``mean_wait_ms``; None
+    if unknown or none passed."""
+    if before is None or after is None or after.queued <= before.queued:
+        return None
+    requests = after.queued - before.queued
+    return {"requests": requests, "mean_wait_ms": (after.queue_ns - before.queue_ns) / requests / 1e6}

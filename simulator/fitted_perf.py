@@ -71,9 +71,10 @@ class FittedPerf:
         work = sum(self._prefill_work_s(count, chunk_attention_positions(start, count)) for start, count in chunks)
         return self.law.overhead_s * len(chunks), work
 
-    def decode_step_s(self, sequences: int, context_tokens: int) -> float:
+    def decode_step_s(self, sequences: float, context_tokens: int) -> float:
         """One decode iteration of ``sequences`` sequences of ``context_tokens`` tokens each, by the
-        engine alone (the law; without the served term)."""
+        engine alone (the law; without the served term). The law is linear, so a time-weighted
+        (fractional) number of sequences is allowed."""
         context = sequences * context_tokens
         return self.law.step_s(0, sequences, context)
 

@@ -54,7 +54,7 @@ class StepLaw:
     decode_seq_s: float
     attention_s_per_ktoken: float
 
-    def step_s(self, prefill_tokens: int, decode_seqs: int, attention_positions: float) -> float:
+    def step_s(self, prefill_tokens: int, decode_seqs: float, attention_positions: float) -> float:
         return (self.overhead_s + self.prefill_token_s * prefill_tokens + self.decode_seq_s * decode_seqs
                 + self.attention_s_per_ktoken * attention_positions / 1000.0)
 

@@ -2,7 +2,7 @@
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -64,8 +64,10 @@ def test_the_token_weighted_gap_is_what_a_rate_sees_not_the_median_of_generation
 
 
 def test_closed_loop_reports_each_cycle_and_the_window_meter() -> None:
-    def meter() -> Callable[[], dict[str, float]]:
-        return lambda: {"others_share": 0.0}
+    async def meter() -> Callable[[], Awaitable[dict[str, float]]]:
+        async def stop() -> dict[str, float]:
+            return {"others_share": 0.0}
+        return stop
 
     served = asyncio.run(closed_loop(PacedChat(chunks=5), 2, warmup_s=0.1, duration_s=0.4,  # type: ignore[arg-type]
                                      meter=meter))
