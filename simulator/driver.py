@@ -47,7 +47,8 @@ class SchedulerLike(Protocol):
 class WorkerSpec:
     """One worker to simulate: its timing model, the view the scheduler is given, when it is ready
     (after a cold start), whether its engine times queued requests out lazily (Triton) and, for an
-    LLM worker, the serving path its requests and reports cross (``served_path``; none by default)."""
+    LLM worker, the serving path its requests and reports cross (``served_path``; none by default;
+    a batched worker's reports do not cross it)."""
 
     perf: LlmPerfModel | BatchedPerf
     view: WorkerView
@@ -144,12 +145,8 @@ class Simulation:
             request = item.request
             charge = (request.prefill_tokens + 2 * item.output_tokens) / request.tenant.weight
             self.tracker.left_queue(request.tenant.name, request.tier, now, charge)
-            worker = self.workers[dispatch.worker_id]
-            sequence = EngineSequence(request, item.output_tokens)
-            if isinstance(worker.engine, LlmWorker):
-                worker.spec.path.enqueue(worker.engine, sequence, self.loop)  # the request side of its path
-            else:
-                worker.engine.enqueue(sequence)
+            worker = self.workers[dispatch.worker_id]  # the request side of its path, then its engine
+            worker.spec.path.enqueue(worker.engine, EngineSequence(request, item.output_tokens), self.loop)
         for expired in plan.expired:
             self._leave_queue(expired.request_id, "expired", "deadline")
         for shed in plan.shed:

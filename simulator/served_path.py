@@ -22,10 +22,16 @@ request arriving under load can join.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from simulator.engine import ARRIVAL, STEP, EventLoop
-from simulator.llm_worker import LlmWorker, Sequence, WorkerListener
+from simulator.llm_worker import Sequence, WorkerListener
+
+
+class Engine(Protocol):
+    """What a path hands a sequence to: any simulated worker's engine."""
+
+    def enqueue(self, sequence: Sequence) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -55,7 +61,7 @@ class ServedPath:
         """The listener a worker reports to: ``listener`` itself when there is no response path."""
         return listener if self.response_s == 0 else DelayedReports(listener, loop, self.response_s)
 
-    def enqueue(self, worker: LlmWorker, sequence: Sequence, loop: EventLoop) -> None:
+    def enqueue(self, worker: Engine, sequence: Sequence, loop: EventLoop) -> None:
         """Hand ``sequence`` to ``worker`` now, or ``request_s`` later (an arrival at the engine)."""
         if self.request_s == 0:
             worker.enqueue(sequence)
