@@ -25,7 +25,6 @@ import asyncio
 import json
 import math
 import os
-import random
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
@@ -40,7 +39,7 @@ from bench.fidelity_trace import (
     TENANT_SHARES,
     TraceOptions,
     build_trace,
-    fit_messages,
+    warm_up_item,
 )
 from bench.replay import replay as run_replay
 from bench.replay import warm_up
@@ -86,7 +85,8 @@ def replay(out: Out = OUT, base_port: BasePort = 29100, max_quiet_wait_s: float 
                            config_dir=CONFIG_DIR, repository=PROJECT_ROOT / "var" / "fidelity_repository")
     load_before = os.getloadavg()
     with bench_stack(options) as endpoints:
-        warm = asyncio.run(warm_up(endpoints.gateway_url, warm_up_item(items[0])))
+        tokenizer = LlmTokenizer(StackPaths().artifacts / "chat" / "model.gguf")
+        warm = asyncio.run(warm_up(endpoints.gateway_url, warm_up_item(tokenizer, items[0], items[0]["prompt_tokens"])))
         print(f"warm-up: HTTP {warm.status}, TTFT {warm.ttft_s}")
         quiet = wait_for_quiet(max_quiet_wait_s)
         watch = CpuWatch([])  # this process's tree: the stack it started (gateway, control, Triton)
@@ -103,15 +103,6 @@ def replay(out: Out = OUT, base_port: BasePort = 29100, max_quiet_wait_s: float 
         "statuses": statuses, "triton_queue": triton,
         "results": [asdict(r) for r in results]})
     print(f"statuses: {statuses}; other processes: {contention}; Triton's queue: {triton}")
-
-
-def warm_up_item(like: dict[str, Any]) -> dict[str, Any]:
-    """A warm-up request as long as ``like`` that shares no KV block with any request of the trace
-    (its own system line and words): warming up with a trace request's own conversation would
-    leave its prompt in the engine's prefix cache, and that request's TTFT would not be a cold one."""
-    tokenizer = LlmTokenizer(StackPaths().artifacts / "chat" / "model.gguf")
-    messages, tokens = fit_messages(tokenizer, "warm-up", like["prompt_tokens"], random.Random(-1))
-    return {**like, "request_id": "warm-up", "messages": messages, "prompt_tokens": tokens}
 
 
 def gateway_setup(config_dir: Path) -> GatewaySetup:

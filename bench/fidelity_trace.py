@@ -62,6 +62,15 @@ def fit_messages(tokenizer: LlmTokenizer, request_id: str, target_tokens: int,
     return _messages(request_id, words[:low]), count(low)
 
 
+def warm_up_item(tokenizer: LlmTokenizer, like: dict[str, Any], prompt_tokens: int) -> dict[str, Any]:
+    """A warm-up request like ``like`` with a ``prompt_tokens``-token prompt that shares no KV
+    block with any request made by ``fit_messages`` (its own system line and words): warming up
+    with a measured request's own conversation would leave its prompt in the engine's prefix
+    cache, and that request's TTFT would not be a cold one."""
+    messages, tokens = fit_messages(tokenizer, "warm-up", prompt_tokens, random.Random(-1))
+    return {**like, "request_id": "warm-up", "messages": messages, "prompt_tokens": tokens}
+
+
 def build_trace(options: TraceOptions, tokenizer: LlmTokenizer) -> list[dict[str, Any]]:
     """The requests, in arrival order, as JSON-ready objects (module docstring)."""
     items = small_trace(load_azure("conv", options.traces_dir, limit=options.count), options.count,

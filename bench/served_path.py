@@ -49,7 +49,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bench.chat import GatewayChat
 from bench.clients import gateway_http
 from bench.contention import CpuWatch, wait_for_quiet
-from bench.fidelity_trace import API_KEYS, fit_messages
+from bench.fidelity_trace import API_KEYS, fit_messages, warm_up_item
 from bench.replay import send_one, warm_up
 from bench.run import command_line
 from bench.stack import BENCH_RESULTS, StackOptions, bench_stack
@@ -187,9 +187,7 @@ def measure(out: Annotated[Path, typer.Option(help="raw measurements JSON")] = O
                            config_dir=BENCH_RESULTS / "served_path_config",
                            repository=PROJECT_ROOT / "var" / "served_path_repository")
     with bench_stack(options) as endpoints:
-        warm_messages, _ = fit_messages(tokenizer, "warm-up", 64, random.Random(-1))  # no probe's prefix
-        warm = asyncio.run(warm_up(endpoints.gateway_url, {**items[0], "request_id": "warm-up",
-                                                           "messages": warm_messages}))
+        warm = asyncio.run(warm_up(endpoints.gateway_url, warm_up_item(tokenizer, items[0], 64)))
         print(f"warm-up: HTTP {warm.status}, TTFT {warm.ttft_s}")
         quiet = wait_for_quiet(max_quiet_wait_s)
         watch = CpuWatch([])
