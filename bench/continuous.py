@@ -44,10 +44,10 @@ import typer
 from bench.chat import GatewayChat, StreamTiming, run_streams
 from bench.clients import gateway_http
 from bench.contention import CpuWatch
-from bench.cpu import component_seconds, renice_tree
+from bench.cpu import EngineIsolation, component_seconds, renice_tree
 from bench.report import machine_facts
 from bench.run import command_line, log
-from bench.stack import BENCH_RESULTS, StackOptions, bench_stack
+from bench.stack import BENCH_RESULTS, IsolateEngine, StackOptions, bench_stack, isolation_if
 from bench.triton_stats import queue_wait, triton_counts
 from control.paths import StackPaths
 
@@ -190,9 +190,11 @@ def window_meter(triton_http: str, own_pids: list[int]) -> WindowMeter:
     return start
 
 
-def _ceiling(streams: list[int]) -> list[dict[str, float]]:
-    """The engine ceiling for every stream count, in a fresh process (bounded: 10 minutes)."""
-    done = subprocess.run([sys.executable, "-m", "bench.ceiling", "--streams", ",".join(map(str, streams))],
+def _ceiling(streams: list[int], isolation: EngineIsolation | None) -> list[dict[str, float]]:
+    """The engine ceiling for every stream count, in a fresh process (bounded: 10 minutes), with
+    the engine isolated as the served one is."""
+    done = subprocess.run([sys.executable, "-m", "bench.ceiling", "--streams", ",".join(map(str, streams)),
+                           *(isolation.engine_args() if isolation is not None else [])],
                           capture_output=True, text=True, timeout=600, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
@@ -231,7 +233,8 @@ async def _ttft_under_load(url: str, key: str, long_streams: int, users: list[st
 
 
 async def _measure(url: str, key: str, streams: list[int], repeats: int, timing: tuple[float, float],
-                   result: dict[str, Any], cpu: CpuSnapshot | None = None, meter: WindowMeter | None = None) -> None:
+                   result: dict[str, Any], cpu: CpuSnapshot | None = None, meter: WindowMeter | None = None,
+                   isolation: EngineIsolation | None = None) -> None:
     http = gateway_http(url, key, max_connections=max(streams) + 4, timeout_s=300.0)
     try:
         chat = GatewayChat(http, idle_timeout_s=60.0)
@@ -242,7 +245,7 @@ async def _measure(url: str, key: str, streams: list[int], repeats: int, timing:
                 result["served"].append({"repeat": repeat, "streams": count, **served})
                 log(f"served x{count} #{repeat + 1}: {served['aggregate_tokens_per_s']:.1f} tok/s, "
                     f"{served['generations']} generations, {served['errors']} errors")
-            for row in _ceiling(streams):
+            for row in _ceiling(streams, isolation):
                 result["ceiling"].append({"repeat": repeat, **row})
                 log(f"ceiling x{row['streams']} #{repeat + 1}: {row['tokens_per_s']:.1f} tok/s")
         result["ttft_idle_ms"] = await _ttft(http, short_users(False, 7))
@@ -344,18 +347,23 @@ def main(out: Annotated[Path, typer.Option(help="JSON report.")] = BENCH_RESULTS
          api_key: Annotated[str, typer.Option()] = "demo-premium-key",
          yield_to_engine: Annotated[bool, typer.Option(
              help="Run the gateway and this load generator at nice 10, so the engine's threads get a "
-                  "core whenever they are runnable, as on a worker host of their own.")] = False) -> None:
+                  "core whenever they are runnable, as on a worker host of their own.")] = False,
+         isolate_engine: IsolateEngine = False) -> None:
     """See the module docstring."""
     counts = [int(s) for s in streams.split(",") if s.strip()]
+    isolation = isolation_if(isolate_engine)
     result: dict[str, Any] = {"command": command_line(), "machine": machine_facts(), "served": [], "ceiling": [],
                               "settings": {"repeats": repeats, "warmup_s": warmup_s, "duration_s": duration_s,
                                            "streams": counts}}
+    if isolation is not None:
+        result["isolation"] = isolation.to_json()
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="shunter-bench-") as tmp:
         state = Path(tmp) / "state"
         state.mkdir()
         (state / "artifacts").symlink_to(StackPaths().artifacts.resolve())
-        options = StackOptions(config_dir=Path(tmp) / "config", repository=Path(tmp) / "repository", state_dir=state)
+        options = StackOptions(config_dir=Path(tmp) / "config", repository=Path(tmp) / "repository", state_dir=state,
+                               isolation=isolation)
         with bench_stack(options, log=lambda m: log(str(m))) as endpoints:
             if yield_to_engine and endpoints.gateway_pid is not None:
                 for pid in (endpoints.gateway_pid, os.getpid()):
@@ -366,7 +374,7 @@ def main(out: Annotated[Path, typer.Option(help="JSON report.")] = BENCH_RESULTS
 
             own = [pid for pid in (endpoints.gateway_pid, endpoints.triton_pid) if pid is not None]
             asyncio.run(_measure(endpoints.gateway_url, api_key, counts, repeats, (warmup_s, duration_s), result,
-                                 cpu, window_meter(endpoints.triton_http, own)))
+                                 cpu, window_meter(endpoints.triton_http, own), isolation))
     result["elapsed_s"] = round(time.time() - started, 1)
     result["summary"] = summarize(result, counts)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -7,14 +7,19 @@ process below it (Triton's python-backend stubs are children of tritonserver).
 named model's stub's and this load generator's own CPU seconds at once.
 ``pin_tree(pid, cpus)`` sets the CPU affinity of every thread of ``pid`` and (unless told not
 to) its descendants (threads they start later inherit it), and ``renice_tree(pid, nice)`` their nice value, to
-emulate components on hosts of their own.
+emulate components on hosts of their own. ``EngineIsolation`` gives one model's engine a core of its
+own (its python-backend stub on the last CPU, everything else of the stack and the bench on the
+others) for measurements that must not depend on how the host interleaves the engine's threads
+with the gateway's.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 _TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
@@ -126,3 +131,61 @@ def component_seconds(gateway_pid: int | None, triton_pid: int | None, model: st
         if stub is not None:
             seconds[f"{model}_stub"] = CpuMeter(stub, descendants=False).seconds()
     return {**seconds, "load_generator": CpuMeter(os.getpid(), descendants=False).seconds()}
+
+
+@dataclass(frozen=True)
+class EngineIsolation:
+    """The chat engine alone on ``engine_cpus`` with ``threads`` llama.cpp threads; the rest of the
+    stack (tritonserver, the other models' stubs, the gateway) and the bench on ``other_cpus``."""
+
+    engine_cpus: frozenset[int]
+    other_cpus: frozenset[int]
+    threads: int = 1
+    model: str = "chat"
+
+    @classmethod
+    def last_cpu(cls, threads: int = 1) -> EngineIsolation:
+        """The engine on the last CPU this process may use, the rest on the others."""
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            raise ValueError("engine isolation needs at least 2 CPUs")
+        return cls(frozenset(cpus[-1:]), frozenset(cpus[:-1]), threads)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"model": self.model, "engine_cpus": sorted(self.engine_cpus),
+                "other_cpus": sorted(self.other_cpus), "threads": self.threads}
+
+    def pin_stack(self, triton_pid: int, gateway_pid: int | None) -> dict[str, int]:
+        """Pin a started stack and this process's own threads; return the threads pinned per part.
+        Raise ``RuntimeError`` when the engine's stub is not found under ``triton_pid``."""
+        stub = model_stub_pid(triton_pid, self.model)
+        if stub is None:
+            raise RuntimeError(f"no python-backend stub of {self.model!r} under tritonserver {triton_pid}")
+        pinned = {"triton": pin_tree(triton_pid, set(self.other_cpus)),
+                  "engine": pin_tree(stub, set(self.engine_cpus), descendants=False),
+                  "bench": pin_tree(os.getpid(), set(self.other_cpus), descendants=False)}
+        if gateway_pid is not None:
+            pinned["gateway"] = pin_tree(gateway_pid, set(self.other_cpus))
+        return pinned
+
+    def engine_args(self) -> list[str]:
+        """``bench.ceiling``'s options for an engine measured as this isolation serves it."""
+        return ["--threads", str(self.threads), "--cpus", ",".join(map(str, sorted(self.engine_cpus)))]
+
+    def pin_this_process(self) -> int:
+        """Pin this process's threads to the engine's CPUs (an engine measured in-process)."""
+        return pin_tree(os.getpid(), set(self.engine_cpus), descendants=False)
+
+
+def isolation_of(record: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``isolation`` a bench wrote into ``record`` (None: the engine shared the cores)."""
+    found = record.get("isolation")
+    return found if isinstance(found, dict) else None
+
+
+def check_same_isolation(what: str, first: dict[str, Any], second: dict[str, Any]) -> None:
+    """Raise ``ValueError`` unless two bench records were measured with the same engine isolation
+    (a profile of a 1-thread engine on its own core does not describe a 2-thread one on shared cores)."""
+    if isolation_of(first) != isolation_of(second):
+        raise ValueError(f"{what}: measured with different engine isolation "
+                         f"({isolation_of(first)} vs {isolation_of(second)})")

@@ -32,6 +32,7 @@ from typing import Annotated, Any
 import typer
 
 from bench.contention import ContentionTimeline, CpuWatch, wait_for_quiet
+from bench.cpu import check_same_isolation
 from bench.fidelity_trace import (
     API_KEYS,
     OUTPUT_SHRINK,
@@ -43,7 +44,7 @@ from bench.fidelity_trace import (
 )
 from bench.replay import replay as run_replay
 from bench.replay import warm_up
-from bench.stack import BENCH_RESULTS, StackOptions, bench_stack, write_config
+from bench.stack import BENCH_RESULTS, IsolateEngine, StackOptions, bench_stack, isolation_if, write_config
 from bench.triton_stats import queue_wait, triton_counts
 from control.config import load_stack_config
 from control.paths import PROJECT_ROOT, StackPaths
@@ -78,11 +79,14 @@ def trace(out: Out = OUT, count: int = 100, rate_per_s: float = 0.6, seed: int =
 
 
 @app.command()
-def replay(out: Out = OUT, base_port: BasePort = 29100, max_quiet_wait_s: float = 300.0) -> None:
+def replay(out: Out = OUT, base_port: BasePort = 29100, max_quiet_wait_s: float = 300.0,
+           isolate_engine: IsolateEngine = False) -> None:
     """Replay the trace through a private real stack (hold the integration lock)."""
     items = json.loads((out / "fidelity_real_trace.json").read_text())["requests"]
+    isolation = isolation_if(isolate_engine)
     options = StackOptions(gateway_port=base_port + 80, control_port=base_port + 81, base_port=base_port,
-                           config_dir=CONFIG_DIR, repository=PROJECT_ROOT / "var" / "fidelity_repository")
+                           config_dir=CONFIG_DIR, repository=PROJECT_ROOT / "var" / "fidelity_repository",
+                           isolation=isolation)
     load_before = os.getloadavg()
     with bench_stack(options) as endpoints:
         tokenizer = LlmTokenizer(StackPaths().artifacts / "chat" / "model.gguf")
@@ -100,6 +104,7 @@ def replay(out: Out = OUT, base_port: BasePort = 29100, max_quiet_wait_s: float 
         statuses[result.status] = statuses.get(result.status, 0) + 1
     _write(out / "fidelity_real_replay.json", {
         "load_average_1_5_15": {"before": load_before, "after": os.getloadavg()}, "contention": contention,
+        **({"isolation": isolation.to_json()} if isolation is not None else {}),
         "statuses": statuses, "triton_queue": triton,
         "results": [asdict(r) for r in results]})
     print(f"statuses: {statuses}; other processes: {contention}; Triton's queue: {triton}")
@@ -145,6 +150,7 @@ def simulate(out: Out = OUT, profile: Annotated[Path, typer.Option(help="fitted 
     real = replayed["results"]
     requests = replay_requests(items, real, CONFIG_DIR)
     profile_data = json.loads(profile.read_text())
+    check_same_isolation(f"{profile} and the replay", profile_data, replayed)
     records = simulate_replay(requests, gateway_setup(CONFIG_DIR), FittedPerf.from_profile(profile_data),
                               ServedPath.from_profile(profile_data))
     sim_ttft = {r.request_id: r.ttft_s for r in records}
@@ -154,7 +160,9 @@ def simulate(out: Out = OUT, profile: Annotated[Path, typer.Option(help="fitted 
     rows = [{"request_id": r.request_id, "tenant": r.tenant, "prompt_tokens": r.prefill_tokens,
              "output_steps": r.output_tokens, "real_status": real_by_id[r.request_id]["status"],
              "real_sent_s": real_by_id[r.request_id]["sent_s"], "real_ttft_s": real_by_id[r.request_id]["ttft_s"],
-             "sim_outcome": r.outcome, "sim_ttft_s": r.ttft_s}
+             "real_gateway_queue_s": real_by_id[r.request_id].get("gateway_queue_s"),
+             "sim_outcome": r.outcome, "sim_ttft_s": r.ttft_s,
+             "sim_gateway_queue_s": None if r.dispatch_s is None else r.dispatch_s - r.arrival_s}
             for r in records]
     headline = {"all": _comparison(real, sim_ttft), "sim_outcomes": _count(r.outcome for r in records),
                 "real_statuses": _count(r["status"] for r in real),

@@ -18,6 +18,8 @@ It fits ``simulator.step_fit.StepLaw`` to all steps and writes the profile: the 
 processes took during each scenario (``bench.contention``; before each scenario it waits, up to
 ``--max-quiet-wait-s``, for the cores to be free). Run it under the integration lock (it uses
 both cores for about two minutes). ``--refit-only`` refits a profile from its own samples.
+``--isolate-engine`` measures the engine as ``bench.stack`` serves it with that flag: one llama.cpp
+thread, this process pinned to the last CPU (the profile records it as ``isolation``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import typer
 
 from bench.ceiling import engine_config
 from bench.contention import CpuWatch, wait_for_quiet
+from bench.stack import IsolateEngine, isolation_if
 from bench.workload import SENTENCES
 from control.paths import StackPaths
 from python_backends.chat.engine import BatchEngine, ListSink
@@ -125,7 +128,7 @@ def engine_limits(config: EngineConfig) -> dict[str, Any]:
     return {"max_sequences": config.max_running, "step_token_budget": config.max_batch_tokens,
             "prefill_chunk_tokens": config.prefill_chunk_tokens, "kv_pool_tokens": config.total_blocks
             * config.block_tokens, "kv_block_tokens": config.block_tokens,
-            "short_prefill_first": config.short_prefill_first,
+            "short_prefill_first": config.short_prefill_first, "priority_admission": True,  # Sequence.waiting_key
             "context_tokens": config.sequence_limit_tokens}
 
 
@@ -145,8 +148,9 @@ def write_profile(out: Path, engine: dict[str, Any], by_scenario: dict[str, list
     """Fit the law to every scenario's steps and write the profile JSON; return the law."""
     samples = [s for group in by_scenario.values() for s in group]
     law = fit_step_law(samples, OUTLIER_FACTOR)
+    where = f"alone on CPU {extra['isolation']['engine_cpus']}" if extra.get("isolation") else "this machine's cores"
     profile = {
-        "what": "SmolLM2-135M Q4_1 on llama.cpp, the chat model's engine as served, this machine's 2 cores",
+        "what": f"SmolLM2-135M Q4_1 on llama.cpp, the chat model's engine as served, {where}",
         "command": "python -m bench.fit_cpu_worker", **extra, "engine": engine, "step_law": law.to_json(),
         "fit": {"all": _summary(law, samples), **{k: _summary(law, v) for k, v in by_scenario.items()}},
         "samples": {k: [[s.prefill_tokens, s.decode_seqs, s.attention_positions, round(s.wall_s, 6)] for s in v]
@@ -162,7 +166,7 @@ def refit(out: Path) -> StepLaw:
     profile = json.loads(out.read_text())
     by_scenario = {k: [StepSample(int(a), int(b), float(c), float(d)) for a, b, c, d in v]
                    for k, v in profile["samples"].items()}
-    extra = {k: profile[k] for k in ("load_average_1_5_15", "contention") if k in profile}
+    extra = {k: profile[k] for k in ("load_average_1_5_15", "contention", "isolation") if k in profile}
     return write_profile(out, profile["engine"], by_scenario, extra)
 
 
@@ -170,12 +174,16 @@ def refit(out: Path) -> StepLaw:
 def main(out: Annotated[Path, typer.Option(help="profile JSON to write")] = DEFAULT_OUT,
          refit_only: Annotated[bool, typer.Option(help="refit OUT from its own samples")] = False,
          max_quiet_wait_s: Annotated[float, typer.Option(help="wait this long at most for other processes "
-                                                         "to leave the cores before each scenario")] = 300.0) -> None:
+                                                         "to leave the cores before each scenario")] = 300.0,
+         isolate_engine: IsolateEngine = False) -> None:
     if refit_only:
         print(json.dumps(refit(out).to_json()))
         return
     load_before = os.getloadavg()
-    config = engine_config()
+    isolation = isolation_if(isolate_engine)
+    config = engine_config(isolation.threads if isolation is not None else None)
+    if isolation is not None:
+        print(f"engine isolation {isolation.to_json()}: {isolation.pin_this_process()} threads pinned")
     engine = BatchEngine.load(Path(StackPaths().artifacts) / "chat" / "model.gguf", config)
     engine.generate("Hello", GenerationParams(max_tokens=8, temperature=0.0))
     prompts = PromptMaker(engine.tokenize)
@@ -187,7 +195,8 @@ def main(out: Annotated[Path, typer.Option(help="profile JSON to write")] = DEFA
         by_scenario[name] = [s for plan in plans for s in run_timed(engine, plan)]
         contention[name] = {**watch.stop(), "quiet_wait_s": quiet["waited_s"]}
         print(f"{name}: {len(by_scenario[name])} steps, {contention[name]}", flush=True)
-    extra = {"load_average_1_5_15": {"before": load_before, "after": os.getloadavg()}, "contention": contention}
+    extra = {"load_average_1_5_15": {"before": load_before, "after": os.getloadavg()}, "contention": contention,
+             **({"isolation": isolation.to_json()} if isolation is not None else {})}
     law = write_profile(out, engine_limits(config), by_scenario, extra)
     print(json.dumps(law.to_json()))
 

@@ -5,20 +5,24 @@
 completion (greedy, ``max_tokens`` from the trace, usage included) with its tenant's demo key,
 and returns one ``ReplayResult`` per request: HTTP status, time to the first chunk carrying text
 (measured at the client, from the moment the request is sent), end time, completion tokens and
-finish reason, or the error. Every request is bounded by ``request_timeout_s``.
+finish reason, or the error, and how long the gateway's queue held it (``GET /v1/requests/{id}``
+after the whole trace, the id read off the stream's chunks). Every request is bounded by
+``request_timeout_s``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
 import orjson
 
 from bench.fidelity_trace import API_KEYS
+
+CHUNK_ID_PREFIX = "chatcmpl-"  # gateway/routes/openai.py: chunk ids are the request id behind this
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,8 @@ class ReplayResult:
     completion_tokens: int = 0
     finish_reason: str | None = None
     error: str = ""
+    gateway_id: str | None = None  # the gateway's request id (GET /v1/requests/{id})
+    gateway_queue_s: float | None = None  # admission to dispatch, as the gateway recorded it
 
 
 def chat_body(item: dict[str, Any]) -> bytes:
@@ -41,7 +47,8 @@ def chat_body(item: dict[str, Any]) -> bytes:
 
 async def _read_stream(response: httpx.Response, started: float) -> dict[str, Any]:
     """TTFT, usage and finish reason of one SSE stream; ``error`` set on an error event."""
-    seen: dict[str, Any] = {"ttft_s": None, "completion_tokens": 0, "finish_reason": None, "error": ""}
+    seen: dict[str, Any] = {"ttft_s": None, "completion_tokens": 0, "finish_reason": None, "error": "",
+                            "gateway_id": None}
     async for line in response.aiter_lines():
         if not line.startswith("data:"):
             continue
@@ -49,6 +56,8 @@ async def _read_stream(response: httpx.Response, started: float) -> dict[str, An
         if data == "[DONE]":
             break
         event = orjson.loads(data)
+        if seen["gateway_id"] is None and str(event.get("id", "")).startswith(CHUNK_ID_PREFIX):
+            seen["gateway_id"] = "req_" + str(event["id"]).removeprefix(CHUNK_ID_PREFIX)
         if "error" in event:
             seen["error"] = str(event["error"])[:300]
             break
@@ -85,7 +94,21 @@ async def replay(gateway_url: str, trace: list[dict[str, Any]], request_timeout_
     limits = httpx.Limits(max_connections=len(trace) + 4, max_keepalive_connections=len(trace) + 4)
     async with httpx.AsyncClient(base_url=gateway_url, limits=limits, timeout=request_timeout_s) as http:
         start = time.perf_counter()
-        return list(await asyncio.gather(*(send_one(http, item, start, request_timeout_s) for item in trace)))
+        results = await asyncio.gather(*(send_one(http, item, start, request_timeout_s) for item in trace))
+        return [await _with_queue_wait(http, result) for result in results]
+
+
+async def _with_queue_wait(http: httpx.AsyncClient, result: ReplayResult) -> ReplayResult:
+    """``result`` with the gateway's recorded queue wait (unchanged when it has no id or no record)."""
+    if result.gateway_id is None:
+        return result
+    try:
+        answer = await http.get(f"/v1/requests/{result.gateway_id}",
+                                headers={"Authorization": f"Bearer {API_KEYS[result.tenant]}"})
+    except httpx.HTTPError:
+        return result
+    wait = answer.json().get("queue_wait_s") if answer.status_code == 200 else None
+    return replace(result, gateway_queue_s=wait) if isinstance(wait, (int, float)) else result
 
 
 async def warm_up(gateway_url: str, item: dict[str, Any]) -> ReplayResult:

@@ -44,6 +44,7 @@ from typing import Annotated, Any
 
 import typer
 
+from bench.cpu import check_same_isolation
 from bench.run import command_line
 from bench.workload import CHAT_PROMPT
 from control.paths import PROJECT_ROOT, StackPaths
@@ -118,6 +119,7 @@ def main(continuous: Annotated[Path, typer.Option(help="bench.continuous JSON re
          profile: Annotated[Path, typer.Option(help="Profile written by bench.fit_cpu_worker.")]) -> None:
     data = json.loads(profile.read_text())
     report = json.loads(continuous.read_text())
+    check_same_isolation(f"{profile} and {continuous}", data, report)
     perf = FittedPerf.from_profile(data)
     prompt_tokens = LlmTokenizer(StackPaths().artifacts / "chat" / "model.gguf").count(CHAT_PROMPT)
     if any(r.get("spans") for r in report["served"]):

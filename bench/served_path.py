@@ -49,10 +49,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from bench.chat import GatewayChat
 from bench.clients import gateway_http
 from bench.contention import CpuWatch, wait_for_quiet
+from bench.cpu import check_same_isolation
 from bench.fidelity_trace import API_KEYS, fit_messages, warm_up_item
 from bench.replay import send_one, warm_up
 from bench.run import command_line
-from bench.stack import BENCH_RESULTS, StackOptions, bench_stack
+from bench.stack import BENCH_RESULTS, IsolateEngine, StackOptions, bench_stack, isolation_if
 from bench.workload import CHAT_SYSTEM
 from control.paths import PROJECT_ROOT, StackPaths
 from gateway.tokenization import LlmTokenizer
@@ -177,15 +178,16 @@ def measure(out: Annotated[Path, typer.Option(help="raw measurements JSON")] = O
             lengths: Lengths = LENGTHS, repeats: int = 5, seed: int = 0,
             base_port: int = 29300, max_quiet_wait_s: float = 300.0,
             background_streams: Annotated[int, typer.Option(help="loaded probes: background streams")] = 4,
-            loaded_lengths: Lengths = LOADED_LENGTHS) -> None:
+            loaded_lengths: Lengths = LOADED_LENGTHS, isolate_engine: IsolateEngine = False) -> None:
     """Idle single requests through a private real stack, then the loaded ones (hold the lock)."""
+    isolation = isolation_if(isolate_engine)
     tokenizer = LlmTokenizer(StackPaths().artifacts / "chat" / "model.gguf")
     items = probe_items(tokenizer, [int(v) for v in lengths.split(",")], repeats, seed)
     loaded = [{**item, "request_id": f"L{item['request_id']}"} for item in  # ids unlike the idle ones
               probe_items(tokenizer, [int(v) for v in loaded_lengths.split(",")], repeats, seed + 1)]
     options = StackOptions(gateway_port=base_port + 80, control_port=base_port + 81, base_port=base_port,
                            config_dir=BENCH_RESULTS / "served_path_config",
-                           repository=PROJECT_ROOT / "var" / "served_path_repository")
+                           repository=PROJECT_ROOT / "var" / "served_path_repository", isolation=isolation)
     with bench_stack(options) as endpoints:
         warm = asyncio.run(warm_up(endpoints.gateway_url, warm_up_item(tokenizer, items[0], 64)))
         print(f"warm-up: HTTP {warm.status}, TTFT {warm.ttft_s}")
@@ -201,6 +203,7 @@ def measure(out: Annotated[Path, typer.Option(help="raw measurements JSON")] = O
                   "max_tokens": BACKGROUND_MAX_TOKENS, "prompt_tokens": tokenizer.count(background_prompt)}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"command": command_line(), "max_tokens": PROBE_MAX_TOKENS, "tenant": TENANT,
+                               **({"isolation": isolation.to_json()} if isolation is not None else {}),
                                "contention": contention, "probes": [asdict(p) for p in probes],
                                "background": background, "loaded_probes": [asdict(p) for p in loaded_probes]},
                               indent=1) + "\n")
@@ -273,22 +276,32 @@ class _FirstTokens:
 def simulated_loaded_ttft_s(perf: FittedPerf, path: ServedPath, prompt_tokens: int, background_streams: int,
                             background_context_tokens: int, phases: int = LOADED_PHASES) -> list[float]:
     """The fitted worker's TTFT of one probe arriving while ``background_streams`` sequences
-    decode (their prompts of ``background_context_tokens`` arrive at 0 and are prefilled first),
-    at ``phases`` points spread over one of their decode steps (the real probe lands anywhere in a
-    step). The real background restarts every ``BACKGROUND_MAX_TOKENS`` tokens from a cached
-    prefix; here the sequences' context is mid-generation on average instead."""
+    decode (their prompts of ``background_context_tokens`` arrive at 0 and are prefilled first;
+    the probe comes ``BACKGROUND_SETTLE_S`` after that or after the last of them decodes, whichever
+    is later, as the real probes come to streams that already decode), at ``phases`` points spread
+    over one of their decode steps (the real probe lands anywhere in a step). The real background
+    restarts every ``BACKGROUND_MAX_TOKENS`` tokens from a cached prefix; here the sequences'
+    context is mid-generation on average instead."""
     step_s = perf.iteration_s(IterationWork((), background_streams, background_streams * background_context_tokens,
                                             background_streams * background_context_tokens))
     tenant = Tenant("probe", Tier.STANDARD)
-    ttfts = []
-    for phase in range(phases):
+
+    def with_background() -> tuple[EventLoop, _FirstTokens, LlmWorker]:
         loop, seen = EventLoop(), _FirstTokens()
         worker = LlmWorker("cpu", perf, loop, path.wrap(seen, loop))
         for index in range(background_streams):
             request = Request(f"b{index}", tenant, "chat", RequestKind.LLM, 0.0, math.inf,
                               prefill_tokens=background_context_tokens)
             worker.enqueue(SimSequence(request, BACKGROUND_MAX_TOKENS))  # still decoding when the probe comes
-        arrival_s = BACKGROUND_SETTLE_S + step_s * phase / phases
+        return loop, seen, worker
+
+    loop, seen, _ = with_background()
+    loop.run(until_s=600.0)
+    decoding_s = max(seen.first.values(), default=0.0)
+    ttfts = []
+    for phase in range(phases):
+        loop, seen, worker = with_background()
+        arrival_s = max(BACKGROUND_SETTLE_S, decoding_s) + step_s * phase / phases
         probe = SimSequence(Request("probe", tenant, "chat", RequestKind.LLM, arrival_s, math.inf,
                                     prefill_tokens=prompt_tokens), PROBE_MAX_TOKENS)
         loop.at(arrival_s, ARRIVAL, lambda: worker.enqueue(probe))  # noqa: B023 (run before the next phase)
@@ -325,6 +338,8 @@ def derive(measured: Annotated[list[Path] | None, typer.Option(help="JSON writte
     files = measured or [OUT / "served_path.json"]
     data = json.loads(profile.read_text())
     raws = [json.loads(path.read_text()) for path in files]
+    for path, raw_file in zip(files, raws, strict=True):
+        check_same_isolation(f"{profile} and {path}", data, raw_file)
     law_only = FittedPerf.from_profile({**data, "served": {}})  # the engine alone
     terms = served_path_terms(law_only, [PathProbe(**p) for raw in raws for p in raw["probes"]])
     served = data.get("served", {})

@@ -7,7 +7,9 @@ for line except that the first pool's ``base_port`` becomes
 ``options.base_port``, the next pool's ``base_port + 100`` and so on), starts
 ``control.stack.LocalStack`` on the bench ports with the project's ``var/`` as state dir (so the
 built artifacts are reused) and its own model repository, and stops it on exit, whatever
-happened inside. With ``options.use_running`` it starts nothing and yields the given URLs.
+happened inside. With ``options.use_running`` it starts nothing and yields the given URLs. With
+``options.isolation`` the chat engine runs with that many threads and, once the stack is ready, its
+stub is pinned to a core of its own (``bench.cpu.EngineIsolation``).
 """
 
 from __future__ import annotations
@@ -18,16 +20,28 @@ import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import httpx
+import typer
 import yaml
 
+from bench.cpu import EngineIsolation
 from control.paths import PROJECT_ROOT, StackPaths
 from control.stack import Listen, LocalStack, load_config
 from control.supervisor import worker_addresses
 
 BENCH_RESULTS = PROJECT_ROOT / "bench" / "results"
 _BASE_PORT = re.compile(r"^(\s*base_port:\s*)\d+", re.MULTILINE)
+IsolateEngine = Annotated[bool, typer.Option(
+    help="Run the chat engine with one thread on the last CPU, alone; the rest of the stack and the "
+         "bench on the other CPUs (bench.cpu.EngineIsolation). Fit, served terms and replays of one "
+         "fidelity check must all use the same setting.")]
+
+
+def isolation_if(isolate_engine: bool) -> EngineIsolation | None:
+    """The isolation an ``--isolate-engine`` flag asks for."""
+    return EngineIsolation.last_cpu() if isolate_engine else None
 
 
 @dataclass(frozen=True)
@@ -42,6 +56,7 @@ class StackOptions:
     config_dir: Path = BENCH_RESULTS / "config"
     repository: Path = PROJECT_ROOT / "var" / "bench_repository"
     state_dir: Path = PROJECT_ROOT / "var"
+    isolation: EngineIsolation | None = None
 
 
 @dataclass(frozen=True)
@@ -56,10 +71,11 @@ class Endpoints:
     triton_pid: int | None = None
 
 
-def write_config(source: Path, target: Path, base_port: int) -> None:
+def write_config(source: Path, target: Path, base_port: int, isolation: EngineIsolation | None = None) -> None:
     """Copy ``source``'s models, tenants and scheduling into ``target`` with every response cache
     off (the benchmark repeats its inputs) and no tenant quotas (it measures how fast the serving
-    path is, not a tenant's limits); rewrite pools onto ``base_port``."""
+    path is, not a tenant's limits); rewrite pools onto ``base_port``; with ``isolation``, set its
+    model's ``n_threads``."""
     target.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(source / "scheduling.yaml", target / "scheduling.yaml")
     tenants = yaml.safe_load((source / "tenants.yaml").read_text())
@@ -69,6 +85,8 @@ def write_config(source: Path, target: Path, base_port: int) -> None:
     models = yaml.safe_load((source / "models.yaml").read_text())
     for model in models["models"]:
         model["cache_entries"] = 0
+        if isolation is not None and model["name"] == isolation.model:
+            model["parameters"] = {**model.get("parameters", {}), "n_threads": str(isolation.threads)}
     (target / "models.yaml").write_text(yaml.safe_dump(models, sort_keys=False))
     index = iter(range(1000))
     text, count = _BASE_PORT.subn(lambda m: f"{m.group(1)}{base_port + 100 * next(index)}",
@@ -96,7 +114,7 @@ def bench_stack(options: StackOptions, log: Callable[[str], None] = print) -> It
         check_running(options)
         yield Endpoints(options.gateway_url, options.triton_grpc, options.triton_http, False)
         return
-    write_config(PROJECT_ROOT / "config", options.config_dir, options.base_port)
+    write_config(PROJECT_ROOT / "config", options.config_dir, options.base_port, options.isolation)
     paths = StackPaths(config_dir=options.config_dir, state_dir=options.state_dir,
                        repository=options.repository)
     worker = worker_addresses(load_config(paths))[0]
@@ -109,6 +127,11 @@ def bench_stack(options: StackOptions, log: Callable[[str], None] = print) -> It
         stack.start(log=log)
         gateway_pid = stack.gateway.pid if stack.gateway is not None else None
         process = stack.supervisor.workers[0].process if stack.supervisor is not None else None
+        if options.isolation is not None:
+            if process is None:
+                raise RuntimeError("engine isolation needs the Triton worker this harness started")
+            say(f"engine isolation {options.isolation.to_json()}: threads pinned "
+                f"{options.isolation.pin_stack(process.pid, gateway_pid)}")
         yield Endpoints(f"http://127.0.0.1:{options.gateway_port}",
                         f"{worker.host}:{worker.grpc_port}", f"{worker.host}:{worker.http_port}", True,
                         gateway_pid, process.pid if process is not None else None)

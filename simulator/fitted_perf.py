@@ -82,7 +82,10 @@ class FittedPerf:
     def from_profile(cls, data: dict[str, Any]) -> FittedPerf:
         """From a profile's JSON object; raise KeyError/ValueError on a missing or bad field."""
         names = {f.name for f in fields(EngineLimits)}
-        engine = EngineLimits(**{k: v for k, v in data["engine"].items() if k in names})
+        # The chat engine has admitted by priority since its first version: profiles written
+        # before the field existed describe such an engine too.
+        measured = {"priority_admission": True, **data["engine"]}
+        engine = EngineLimits(**{k: v for k, v in measured.items() if k in names})
         served = data.get("served", {})
         return cls(engine, StepLaw.from_json(data["step_law"]), float(served.get("decode_seq_s", 0.0)),
                    float(served.get("prefill_factor", 1.0)))

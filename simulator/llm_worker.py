@@ -7,11 +7,12 @@ Contract: ``enqueue(sequence)`` hands the engine a request (the driver's dispatc
 
 1. makes room for growth: when the decoding sequences' next tokens need more blocks than are
    free, the running sequence of the lowest tier admitted most recently is preempted: its blocks
-   are freed and it goes back to the head of the waiting queue, to prefill its prompt and the
+   are freed and it goes back to the head of the waiting queue (to its place in tier and arrival
+   order with ``priority_admission``), to prefill its prompt and the
    tokens it had generated again (recompute; its first token is not emitted twice);
-2. when nothing was preempted, admits waiting sequences in order while a sequence slot and blocks
-   for the prompt are free beyond the next iteration's growth and a watermark (1 % of the blocks,
-   vLLM's default);
+2. when nothing was preempted, admits waiting sequences in order (arrival, or tier then arrival
+   with ``EngineLimits.priority_admission``) while a sequence slot and blocks for the prompt are
+   free beyond the next iteration's growth and a watermark (1 % of the blocks, vLLM's default);
 3. gives every decoding sequence one token and fills the rest of the token budget with prompt
    chunks. The iteration that finishes a prompt emits the first token.
 
@@ -32,6 +33,7 @@ never two such iterations in a row).
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
@@ -57,7 +59,8 @@ class WorkerListener(Protocol):
 class Sequence:
     """One request inside the engine; ``output_tokens`` is what it will really generate (an LLM
     generates at least one token). ``recomputed``: generated tokens that the current prefill
-    rebuilds after a preemption; ``blocks``: KV blocks held; ``admitted``: admission order."""
+    rebuilds after a preemption; ``blocks``: KV blocks held; ``admitted``: admission order;
+    ``queued``: order of its first arrival at the engine."""
 
     request: Request
     output_tokens: int
@@ -67,6 +70,7 @@ class Sequence:
     recomputed: int = 0
     admitted: int = 0
     preemptions: int = 0
+    queued: int = 0
 
     @property
     def prompt(self) -> int:
@@ -98,6 +102,11 @@ def _victim_key(sequence: Sequence) -> tuple[int, int]:
     return TIERS_IN_ORDER.index(sequence.request.tier), sequence.admitted
 
 
+def _priority_key(sequence: Sequence) -> tuple[int, int]:
+    """Admission order with ``priority_admission``: the highest tier first, then the first queued."""
+    return TIERS_IN_ORDER.index(sequence.request.tier), sequence.queued
+
+
 class LlmWorker:
     def __init__(self, worker_id: str, perf: LlmPerfModel, loop: EventLoop, listener: WorkerListener,
                  lazy_timeouts: bool = False) -> None:
@@ -117,17 +126,31 @@ class LlmWorker:
         self.preemptions = 0
         self.recomputed_tokens = 0  # prompt plus generated tokens prefilled again after preemptions
         self._admissions = 0
+        self._arrivals = 0
         self._segment: _Segment | None = None
         self._last_short = False  # the last iteration was a short-prefill-first one
 
     def enqueue(self, sequence: Sequence) -> None:
         """Take a dispatched request; start at once if idle, or cut a decode segment if it can join."""
-        self.waiting.append(sequence)
+        self._arrivals += 1
+        sequence.queued = self._arrivals
+        self._wait(sequence, head=False)
         segment = self._segment
         if segment is None:
             self._begin()
         elif segment.steps > 1 and self._can_admit(self.waiting[0]):
             self._cut(segment)
+
+    def _wait(self, sequence: Sequence, head: bool) -> None:
+        """Queue ``sequence``: at its tier-and-arrival place with ``priority_admission``, else at
+        the tail (a new one) or the head (a preempted one)."""
+        if self.limits.priority_admission:
+            keys = [_priority_key(s) for s in self.waiting]
+            self.waiting.insert(bisect.bisect(keys, _priority_key(sequence)), sequence)
+        elif head:
+            self.waiting.appendleft(sequence)
+        else:
+            self.waiting.append(sequence)
 
     def _growing(self) -> list[tuple[int, int]]:
         """``(kv_tokens, held_blocks)`` of the decoding sequences (the ones that grow)."""
@@ -179,7 +202,7 @@ class LlmWorker:
             victim.preemptions += 1
             self.preemptions += 1
             self.recomputed_tokens += victim.prompt
-            self.waiting.appendleft(victim)  # victims keep their admission order at the head
+            self._wait(victim, head=True)  # FCFS: victims keep their admission order at the head
             preempted = True
         return preempted
 

@@ -22,7 +22,10 @@ class EngineLimits:
     ``kv_pool_tokens`` in blocks of ``kv_block_tokens`` (allocated on demand, ``llm_worker``).
     ``short_prefill_first``: while sequences decode, a waiting prompt that fits one chunk gets an
     iteration of its own (no decodes), never two such iterations in a row (the CPU chat engine's
-    ``short_prefill_first``).
+    ``short_prefill_first``). ``priority_admission``: waiting sequences are admitted by tier
+    (premium first), then by when they were first queued, and a preempted one goes back to that
+    place (the CPU chat engine's ``Sequence.waiting_key``, fed the gateway's tier as its
+    ``priority`` input); otherwise in arrival order with preempted ones at the head (vLLM's FCFS).
     """
 
     max_sequences: int
@@ -31,6 +34,7 @@ class EngineLimits:
     kv_pool_tokens: int
     kv_block_tokens: int = 16
     short_prefill_first: bool = False
+    priority_admission: bool = False
 
     def __post_init__(self) -> None:
         if not 0 < self.max_sequences < self.step_token_budget:

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from bench.cpu import pin_tree
+from bench.cpu import EngineIsolation, check_same_isolation, pin_tree
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
@@ -23,3 +23,20 @@ def test_pinning_a_process_alone_leaves_its_children_where_they_were() -> None:
         os.sched_setaffinity(0, set(cpus))
         child.kill()
         child.wait(10)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_engine_isolation_gives_the_engine_the_last_cpu_and_the_rest_the_others() -> None:
+    cpus = sorted(os.sched_getaffinity(0))
+    isolation = EngineIsolation.last_cpu()
+    assert isolation.engine_cpus == {cpus[-1]}
+    assert isolation.other_cpus == set(cpus[:-1])
+    assert isolation.to_json() == {"model": "chat", "engine_cpus": [cpus[-1]], "other_cpus": cpus[:-1], "threads": 1}
+
+
+def test_records_of_different_isolation_are_refused_together() -> None:
+    isolated = {"isolation": {"model": "chat", "engine_cpus": [1], "other_cpus": [0], "threads": 1}}
+    check_same_isolation("two isolated", isolated, dict(isolated))
+    check_same_isolation("two shared", {"step_law": {}}, {"results": []})
+    with pytest.raises(ValueError, match="different engine isolation"):
+        check_same_isolation("profile and replay", isolated, {"results": []})

@@ -9,6 +9,7 @@ from dataclasses import asdict
 import pytest
 
 from bench.served_path import (
+    BACKGROUND_SETTLE_S,
     MIN_SAMPLES,
     PathProbe,
     gateway_sums,
@@ -108,6 +109,15 @@ def test_a_loaded_probe_alone_is_its_prefill_and_the_path_and_background_decodes
     # it waits for the decode step in progress (less than one), then runs its own short-prefill step
     assert all(alone[0] < t <= alone[0] + 1.3 * step_s for t in loaded)  # context grew past 100
     assert len(set(loaded)) > 1  # the arrival phases differ
+
+
+def test_a_loaded_probe_comes_after_the_background_is_prefilled_however_slow_that_is() -> None:
+    slow = FittedPerf(PERF.limits, StepLaw(overhead_s=0.007, prefill_token_s=0.02, decode_seq_s=0.004,
+                                           attention_s_per_ktoken=0.003))
+    assert BACKGROUND_SETTLE_S < 4 * 200 * 0.02  # the background's prompts take longer than the settle time
+    alone = simulated_loaded_ttft_s(slow, NO_PATH, 40, background_streams=0, background_context_tokens=200, phases=1)
+    loaded = simulated_loaded_ttft_s(slow, NO_PATH, 40, background_streams=4, background_context_tokens=200, phases=4)
+    assert all(alone[0] < t <= alone[0] + 1.3 * slow.decode_step_s(4, 200) for t in loaded)
 
 
 def test_the_loaded_check_compares_medians_per_length_of_quiet_probes() -> None:

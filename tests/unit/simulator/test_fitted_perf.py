@@ -4,6 +4,7 @@ short-prefill-first iterations, admission by real output, and the profile file."
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,9 @@ def test_the_profile_file_gives_the_engine_limits_and_the_law(tmp_path: Path) ->
               "kv_block_tokens": 16, "short_prefill_first": True, "context_tokens": 4096,
               "reserve_output": False}  # a key of older profiles: ignored
     path.write_text(json.dumps({"engine": engine, "step_law": LAW.to_json()}))
+    # profiles from before the field describe the chat engine, which always admitted by priority
+    assert load_fitted_perf(path) == FittedPerf(replace(LIMITS, priority_admission=True), LAW)
+    path.write_text(json.dumps({"engine": {**engine, "priority_admission": False}, "step_law": LAW.to_json()}))
     assert load_fitted_perf(path) == PERF
 
 
@@ -110,7 +114,7 @@ def test_the_served_term_adds_its_cost_per_decoding_sequence_and_reads_from_the_
     assert served.iteration_s(work) == pytest.approx(PERF.iteration_s(work) + 8 * 0.002)
     assert served.decode_step_s(8, 100) == PERF.decode_step_s(8, 100)  # the engine alone
     profile = {"engine": {"max_sequences": 16, "step_token_budget": 63, "prefill_chunk_tokens": 63,
-                          "kv_pool_tokens": 8192, "short_prefill_first": True},
+                          "kv_pool_tokens": 8192, "short_prefill_first": True, "priority_admission": False},
                "step_law": LAW.to_json(), "served": {"decode_seq_s": 0.002}}
     assert FittedPerf.from_profile(profile) == served
 

@@ -10,9 +10,12 @@ import pytest
 
 from scheduling.tenants import Tenant, Tier
 from simulator.engine import ARRIVAL, EventLoop
+from simulator.fitted_perf import FittedPerf
 from simulator.hardware import GPUS, MODELS
 from simulator.llm_worker import LlmWorker, Sequence
 from simulator.perf import STEP_TOKEN_BUDGET, LlmPerf
+from simulator.perf_model import EngineLimits
+from simulator.step_fit import StepLaw
 from tests.unit.simulator.helpers import one
 
 PERF = LlmPerf(GPUS["a100-80"], MODELS["llama-3-8b"])
@@ -155,3 +158,35 @@ def test_a_decode_segment_ends_where_single_iterations_would_run_out_of_blocks()
     assert segmented[1] == single[1] >= 1
     for name, (finish_s, generated) in single[0].items():
         assert segmented[0][name] == (pytest.approx(finish_s, rel=1e-3), generated)
+
+
+@pytest.mark.parametrize(("priority_admission", "order"), [(False, ["b1", "b2", "s1", "p1"]),
+                                                          (True, ["b1", "p1", "s1", "b2"])])
+def test_waiting_sequences_are_admitted_by_arrival_or_by_tier_then_arrival(priority_admission: bool,
+                                                                           order: list[str]) -> None:
+    one_slot = FittedPerf(EngineLimits(1, 63, 63, 8192, priority_admission=priority_admission),
+                          StepLaw(0.005, 0.003, 0.004, 0.003))
+    loop, recorder = EventLoop(), Recorder()
+    worker = LlmWorker("w", one_slot, loop, recorder)
+    tiers = {"b": Tenant("b", Tier.BATCH), "s": Tenant("s", Tier.STANDARD), "p": Tenant("p", Tier.PREMIUM)}
+    for request_id in ("b1", "b2", "s1", "p1"):  # b1 starts at once, the others wait for its slot
+        worker.enqueue(_sequence(request_id, 20, 3, tenant=tiers[request_id[0]]))
+    loop.run()
+    assert recorder.firsts == order
+
+
+def test_a_preempted_sequence_goes_back_to_its_tier_and_arrival_place_with_priority_admission() -> None:
+    limits = replace(PERF.limits, priority_admission=True, kv_pool_tokens=SMALL.limits.kv_pool_tokens)
+    loop, recorder = EventLoop(), Recorder()
+    worker = LlmWorker("w", FittedPerf(limits, StepLaw(0.005, 0.0001, 0.004, 0.0)), loop, recorder)
+    capacity = worker.total_blocks * 16
+    batch = _sequence("batch", capacity * 9 // 20, 1500, tenant=Tenant("b", Tier.BATCH))
+    premium = _sequence("premium", capacity * 9 // 20, 1500, tenant=Tenant("p", Tier.PREMIUM))
+    standard = _sequence("standard", capacity * 9 // 20, 10, tenant=Tenant("s", Tier.STANDARD))
+    worker.enqueue(batch)
+    worker.enqueue(premium)
+    loop.at(0.05, ARRIVAL, lambda: worker.enqueue(standard))  # waits: the two fill the pool
+    loop.run()
+    assert batch.preemptions >= 1 and premium.preemptions == 0
+    assert recorder.done["standard"][0] < recorder.done["batch"][0]  # batch re-queued behind standard
+    assert worker.free_blocks == worker.total_blocks and not worker.waiting

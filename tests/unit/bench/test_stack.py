@@ -1,0 +1,29 @@
+from pathlib import Path
+
+import yaml
+
+from bench.cpu import EngineIsolation
+from bench.stack import write_config
+from control.paths import PROJECT_ROOT
+
+SHIPPED = PROJECT_ROOT / "config"
+
+
+def _models(config_dir: Path) -> dict[str, dict[str, object]]:
+    return {m["name"]: m for m in yaml.safe_load((config_dir / "models.yaml").read_text())["models"]}
+
+
+def test_written_config_lifts_caches_and_moves_the_pools(tmp_path: Path) -> None:
+    write_config(SHIPPED, tmp_path, 29100)
+    models = _models(tmp_path)
+    assert {m["cache_entries"] for m in models.values()} == {0}
+    assert models["chat"]["parameters"] == _models(SHIPPED)["chat"]["parameters"]
+    pools = yaml.safe_load((tmp_path / "pools.yaml").read_text())["pools"]
+    assert pools[0]["base_port"] == 29100
+
+
+def test_isolation_sets_the_engine_threads_and_nothing_else(tmp_path: Path) -> None:
+    write_config(SHIPPED, tmp_path, 29100, EngineIsolation(frozenset({1}), frozenset({0}), threads=1))
+    shipped, written = _models(SHIPPED), _models(tmp_path)
+    assert written["chat"]["parameters"] == {**shipped["chat"]["parameters"], "n_threads": "1"}
+    assert written["embed"]["parameters"] == shipped["embed"]["parameters"]
