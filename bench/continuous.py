@@ -44,7 +44,7 @@ import typer
 from bench.chat import GatewayChat, StreamTiming, run_streams
 from bench.clients import gateway_http
 from bench.contention import CpuWatch
-from bench.cpu import EngineIsolation, component_seconds, renice_tree
+from bench.cpu import EngineIsolation, component_seconds, isolation_entry, renice_tree
 from bench.report import machine_facts
 from bench.run import command_line, log
 from bench.stack import BENCH_RESULTS, IsolateEngine, StackOptions, bench_stack, isolation_if
@@ -354,9 +354,7 @@ def main(out: Annotated[Path, typer.Option(help="JSON report.")] = BENCH_RESULTS
     isolation = isolation_if(isolate_engine)
     result: dict[str, Any] = {"command": command_line(), "machine": machine_facts(), "served": [], "ceiling": [],
                               "settings": {"repeats": repeats, "warmup_s": warmup_s, "duration_s": duration_s,
-                                           "streams": counts}}
-    if isolation is not None:
-        result["isolation"] = isolation.to_json()
+                                           "streams": counts}, **isolation_entry(isolation)}
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="shunter-bench-") as tmp:
         state = Path(tmp) / "state"

@@ -177,6 +177,11 @@ class EngineIsolation:
         return pin_tree(os.getpid(), set(self.engine_cpus), descendants=False)
 
 
+def isolation_entry(isolation: EngineIsolation | None) -> dict[str, Any]:
+    """What a bench writes into its record: ``{"isolation": ...}``, or nothing for shared cores."""
+    return {"isolation": isolation.to_json()} if isolation is not None else {}
+
+
 def isolation_of(record: dict[str, Any]) -> dict[str, Any] | None:
     """The ``isolation`` a bench wrote into ``record`` (None: the engine shared the cores)."""
     found = record.get("isolation")

@@ -17,6 +17,9 @@ local pool's capacity profile, the tenants), gives each request the engine steps
 on the real stack, and compares p50 and p99 TTFT of the requests that completed on both sides:
 over the whole trace, and over the requests sent before other processes first took more than
 15 % of the cores in a 2 s window (llama.cpp slows by up to 10 x under such contention).
+``replay`` keeps the scheduling config it ran with (``scheduling.yaml`` next to its results), and
+``simulate`` schedules with that file when it is there (the project's otherwise), so a replay is
+re-simulated with the gateway settings it really had.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import asyncio
 import json
 import math
 import os
+import shutil
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
@@ -32,7 +36,7 @@ from typing import Annotated, Any
 import typer
 
 from bench.contention import ContentionTimeline, CpuWatch, wait_for_quiet
-from bench.cpu import check_same_isolation
+from bench.cpu import check_same_isolation, isolation_entry
 from bench.fidelity_trace import (
     API_KEYS,
     OUTPUT_SHRINK,
@@ -99,12 +103,13 @@ def replay(out: Out = OUT, base_port: BasePort = 29100, max_quiet_wait_s: float 
         results = asyncio.run(run_replay(endpoints.gateway_url, items))
         triton = queue_wait(queued_before, asyncio.run(triton_counts(endpoints.triton_http, "chat")))
         contention = {**watch.stop(), "quiet_wait_s": quiet["waited_s"], "timeline_others_share": timeline.stop()}
+    shutil.copyfile(CONFIG_DIR / "scheduling.yaml", out / "scheduling.yaml")
     statuses: dict[int, int] = {}
     for result in results:
         statuses[result.status] = statuses.get(result.status, 0) + 1
     _write(out / "fidelity_real_replay.json", {
         "load_average_1_5_15": {"before": load_before, "after": os.getloadavg()}, "contention": contention,
-        **({"isolation": isolation.to_json()} if isolation is not None else {}),
+        **isolation_entry(isolation),
         "statuses": statuses, "triton_queue": triton,
         "results": [asdict(r) for r in results]})
     print(f"statuses: {statuses}; other processes: {contention}; Triton's queue: {triton}")
@@ -145,6 +150,8 @@ def simulate(out: Out = OUT, profile: Annotated[Path, typer.Option(help="fitted 
              OUT / "cpu_worker_profile.json", base_port: BasePort = 29100) -> None:
     """Simulate the replayed requests with the fitted worker; compare TTFT with the real run."""
     write_config(PROJECT_ROOT / "config", CONFIG_DIR, base_port)
+    if (out / "scheduling.yaml").exists():
+        shutil.copyfile(out / "scheduling.yaml", CONFIG_DIR / "scheduling.yaml")
     items = json.loads((out / "fidelity_real_trace.json").read_text())["requests"]
     replayed = json.loads((out / "fidelity_real_replay.json").read_text())
     real = replayed["results"]

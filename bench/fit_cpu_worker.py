@@ -37,6 +37,7 @@ import typer
 
 from bench.ceiling import engine_config
 from bench.contention import CpuWatch, wait_for_quiet
+from bench.cpu import isolation_entry
 from bench.stack import IsolateEngine, isolation_if
 from bench.workload import SENTENCES
 from control.paths import StackPaths
@@ -196,7 +197,7 @@ def main(out: Annotated[Path, typer.Option(help="profile JSON to write")] = DEFA
         contention[name] = {**watch.stop(), "quiet_wait_s": quiet["waited_s"]}
         print(f"{name}: {len(by_scenario[name])} steps, {contention[name]}", flush=True)
     extra = {"load_average_1_5_15": {"before": load_before, "after": os.getloadavg()}, "contention": contention,
-             **({"isolation": isolation.to_json()} if isolation is not None else {})}
+             **isolation_entry(isolation)}
     law = write_profile(out, engine_limits(config), by_scenario, extra)
     print(json.dumps(law.to_json()))
 

@@ -105,9 +105,9 @@ async def _with_queue_wait(http: httpx.AsyncClient, result: ReplayResult) -> Rep
     try:
         answer = await http.get(f"/v1/requests/{result.gateway_id}",
                                 headers={"Authorization": f"Bearer {API_KEYS[result.tenant]}"})
-    except httpx.HTTPError:
+        wait = answer.json().get("queue_wait_s") if answer.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
         return result
-    wait = answer.json().get("queue_wait_s") if answer.status_code == 200 else None
     return replace(result, gateway_queue_s=wait) if isinstance(wait, (int, float)) else result
 
 

@@ -49,7 +49,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bench.chat import GatewayChat
 from bench.clients import gateway_http
 from bench.contention import CpuWatch, wait_for_quiet
-from bench.cpu import check_same_isolation
+from bench.cpu import check_same_isolation, isolation_entry
 from bench.fidelity_trace import API_KEYS, fit_messages, warm_up_item
 from bench.replay import send_one, warm_up
 from bench.run import command_line
@@ -203,7 +203,7 @@ def measure(out: Annotated[Path, typer.Option(help="raw measurements JSON")] = O
                   "max_tokens": BACKGROUND_MAX_TOKENS, "prompt_tokens": tokenizer.count(background_prompt)}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"command": command_line(), "max_tokens": PROBE_MAX_TOKENS, "tenant": TENANT,
-                               **({"isolation": isolation.to_json()} if isolation is not None else {}),
+                               **isolation_entry(isolation),
                                "contention": contention, "probes": [asdict(p) for p in probes],
                                "background": background, "loaded_probes": [asdict(p) for p in loaded_probes]},
                               indent=1) + "\n")

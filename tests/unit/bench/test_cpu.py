@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from bench.cpu import EngineIsolation, check_same_isolation, pin_tree
+from bench.cpu import EngineIsolation, check_same_isolation, isolation_entry, pin_tree
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
@@ -36,7 +36,8 @@ def test_engine_isolation_gives_the_engine_the_last_cpu_and_the_rest_the_others(
 
 def test_records_of_different_isolation_are_refused_together() -> None:
     isolated = {"isolation": {"model": "chat", "engine_cpus": [1], "other_cpus": [0], "threads": 1}}
-    check_same_isolation("two isolated", isolated, dict(isolated))
+    check_same_isolation("two isolated", isolated, isolation_entry(EngineIsolation(frozenset({1}), frozenset({0}))))
+    assert isolation_entry(None) == {}
     check_same_isolation("two shared", {"step_law": {}}, {"results": []})
     with pytest.raises(ValueError, match="different engine isolation"):
         check_same_isolation("profile and replay", isolated, {"results": []})
