@@ -182,15 +182,10 @@ def isolation_entry(isolation: EngineIsolation | None) -> dict[str, Any]:
     return {"isolation": isolation.to_json()} if isolation is not None else {}
 
 
-def isolation_of(record: dict[str, Any]) -> dict[str, Any] | None:
-    """The ``isolation`` a bench wrote into ``record`` (None: the engine shared the cores)."""
-    found = record.get("isolation")
-    return found if isinstance(found, dict) else None
-
-
 def check_same_isolation(what: str, first: dict[str, Any], second: dict[str, Any]) -> None:
     """Raise ``ValueError`` unless two bench records were measured with the same engine isolation
-    (a profile of a 1-thread engine on its own core does not describe a 2-thread one on shared cores)."""
-    if isolation_of(first) != isolation_of(second):
+    (their ``isolation_entry``; a profile of a 1-thread engine on its own core does not describe
+    a 2-thread one on shared cores)."""
+    if first.get("isolation") != second.get("isolation"):
         raise ValueError(f"{what}: measured with different engine isolation "
-                         f"({isolation_of(first)} vs {isolation_of(second)})")
+                         f"({first.get('isolation')} vs {second.get('isolation')})")

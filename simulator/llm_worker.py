@@ -145,8 +145,7 @@ class LlmWorker:
         """Queue ``sequence``: at its tier-and-arrival place with ``priority_admission``, else at
         the tail (a new one) or the head (a preempted one)."""
         if self.limits.priority_admission:
-            keys = [_priority_key(s) for s in self.waiting]
-            self.waiting.insert(bisect.bisect(keys, _priority_key(sequence)), sequence)
+            bisect.insort(self.waiting, sequence, key=_priority_key)
         elif head:
             self.waiting.appendleft(sequence)
         else:
