@@ -84,13 +84,15 @@ def trace(out: Out = OUT, count: int = 100, rate_per_s: float = 0.6, seed: int =
 
 @app.command()
 def replay(out: Out = OUT, base_port: BasePort = 29100, max_quiet_wait_s: float = 300.0,
-           isolate_engine: IsolateEngine = False) -> None:
+           isolate_engine: IsolateEngine = False,
+           scheduling: Annotated[Path | None, typer.Option(
+               help="the gateway's scheduling.yaml, for an A/B of settings (default: the project's)")] = None) -> None:
     """Replay the trace through a private real stack (hold the integration lock)."""
     items = json.loads((out / "fidelity_real_trace.json").read_text())["requests"]
     isolation = isolation_if(isolate_engine)
     options = StackOptions(gateway_port=base_port + 80, control_port=base_port + 81, base_port=base_port,
                            config_dir=CONFIG_DIR, repository=PROJECT_ROOT / "var" / "fidelity_repository",
-                           isolation=isolation)
+                           isolation=isolation, scheduling_file=scheduling)
     load_before = os.getloadavg()
     with bench_stack(options) as endpoints:
         tokenizer = LlmTokenizer(StackPaths().artifacts / "chat" / "model.gguf")

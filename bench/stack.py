@@ -57,6 +57,7 @@ class StackOptions:
     repository: Path = PROJECT_ROOT / "var" / "bench_repository"
     state_dir: Path = PROJECT_ROOT / "var"
     isolation: EngineIsolation | None = None
+    scheduling_file: Path | None = None  # the gateway's scheduling.yaml; None: the project's
 
 
 @dataclass(frozen=True)
@@ -71,13 +72,14 @@ class Endpoints:
     triton_pid: int | None = None
 
 
-def write_config(source: Path, target: Path, base_port: int, isolation: EngineIsolation | None = None) -> None:
-    """Copy ``source``'s models, tenants and scheduling into ``target`` with every response cache
-    off (the benchmark repeats its inputs) and no tenant quotas (it measures how fast the serving
-    path is, not a tenant's limits); rewrite pools onto ``base_port``; with ``isolation``, set its
-    model's ``n_threads``."""
+def write_config(source: Path, target: Path, base_port: int, isolation: EngineIsolation | None = None,
+                 scheduling_file: Path | None = None) -> None:
+    """Copy ``source``'s models, tenants and scheduling (``scheduling_file`` instead, if given) into
+    ``target`` with every response cache off (the benchmark repeats its inputs) and no tenant quotas
+    (it measures how fast the serving path is, not a tenant's limits); rewrite pools onto
+    ``base_port``; with ``isolation``, set its model's ``n_threads``."""
     target.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(source / "scheduling.yaml", target / "scheduling.yaml")
+    shutil.copyfile(scheduling_file or source / "scheduling.yaml", target / "scheduling.yaml")
     tenants = yaml.safe_load((source / "tenants.yaml").read_text())
     for tenant in tenants["tenants"]:
         tenant["quotas"] = {}
@@ -114,7 +116,8 @@ def bench_stack(options: StackOptions, log: Callable[[str], None] = print) -> It
         check_running(options)
         yield Endpoints(options.gateway_url, options.triton_grpc, options.triton_http, False)
         return
-    write_config(PROJECT_ROOT / "config", options.config_dir, options.base_port, options.isolation)
+    write_config(PROJECT_ROOT / "config", options.config_dir, options.base_port, options.isolation,
+                 options.scheduling_file)
     paths = StackPaths(config_dir=options.config_dir, state_dir=options.state_dir,
                        repository=options.repository)
     worker = worker_addresses(load_config(paths))[0]

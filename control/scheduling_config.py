@@ -55,6 +55,7 @@ class SchedulingFile(_Strict):
     slo: dict[Tier, _SloEntry]
     shed_wait_s: dict[Tier, Positive | None] = Field(default_factory=dict)
     max_prefill_line_s: Positive | None = None
+    min_prefill_line_tokens: Annotated[int, Field(ge=0)] = 0
     expire_at_ttft: StrictBool = True  # expire a queued request once it cannot meet its ttft_s (fair policy)
     kv_on_demand: StrictBool = False  # LLM engines allocate KV as sequences grow and preempt: claim held KV
     capacity_profiles: dict[str, _Profile]
@@ -80,6 +81,7 @@ def _limits(stack: StackConfig, parsed: SchedulingFile) -> dict[str, ModelLimits
                             rows_per_instance=parsed.rows_per_instance,
                             tier_share=dict(parsed.tier_budget_share),
                             max_prefill_line_s=parsed.max_prefill_line_s if m.kind is WorkloadKind.LLM else None,
+                            min_prefill_line_tokens=parsed.min_prefill_line_tokens,
                             kv_on_demand=parsed.kv_on_demand and m.kind is WorkloadKind.LLM)
         for m in stack.models
     }

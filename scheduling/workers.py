@@ -35,12 +35,22 @@ class ModelLimits:
     rows_per_instance: int = 2
     tier_share: Mapping[Tier, float] = field(default_factory=dict)
     max_prefill_line_s: float | None = None  # LLM: predicted prompt time queued in the engine, at most
+    min_prefill_line_tokens: int = 0  # LLM: ... but the line may always hold this many prompt tokens
     kv_on_demand: bool = False  # LLM: the engine allocates KV as sequences grow and preempts when out of it
 
     def share(self, tier: Tier) -> float:
         """Part of a worker's budget that requests of ``tier`` may fill (the rest stays free for
         higher tiers, so a premium request finds room without preempting anything)."""
         return self.tier_share.get(tier, 1.0)
+
+    def prefill_line_bound_s(self, prefill_tokens_per_s: float) -> float | None:
+        """The longest predicted prefill line (s) a worker prefilling ``prefill_tokens_per_s`` is
+        given: ``max_prefill_line_s``, but never less than ``min_prefill_line_tokens`` of prompt, so
+        that a slow engine (a CPU's few hundred tokens/s, where 0.25 s is less than one prompt) is
+        not fed one prompt at a time. None: no bound."""
+        if self.max_prefill_line_s is None:
+            return None
+        return max(self.max_prefill_line_s, self.min_prefill_line_tokens / prefill_tokens_per_s)
 
     @property
     def max_rows_in_flight(self) -> int:
@@ -195,12 +205,12 @@ def kv_capacity_tokens(view: WorkerView) -> int:
     return view.profile.max_batch_tokens
 
 
-def line_fits(request: Request, load: WorkerLoad, limits: ModelLimits, now: float) -> bool:
+def line_fits(request: Request, view: WorkerView, load: WorkerLoad, limits: ModelLimits, now: float) -> bool:
     """True when the engine's line of prompts not yet prefilled is shorter than the model's bound
-    (times the tier's share), so the backlog stays in the gateway's fair queue and a quiet tenant's
-    prompt is not queued inside the engine behind a busy tenant's; a worker with nothing in flight
-    always takes a request."""
-    bound = limits.max_prefill_line_s
+    on this worker (``ModelLimits.prefill_line_bound_s``, times the tier's share), so the backlog
+    stays in the gateway's fair queue and a quiet tenant's prompt is not queued inside the engine
+    behind a busy tenant's; a worker with nothing in flight always takes a request."""
+    bound = limits.prefill_line_bound_s(view.profile.prefill_tokens_per_s)
     if bound is None or request.kind is not RequestKind.LLM:
         return True
     return prefill_backlog_s(load.model(request.model), now) < bound * limits.share(request.tier)

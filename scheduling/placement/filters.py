@@ -71,7 +71,7 @@ class HasBudget:
     def __call__(self, request: Request, endpoints: Sequence[Endpoint]) -> list[Endpoint]:
         return [e for e in endpoints
                 if budget_fits(request, e.view, e.load, e.limits, e.output_share)
-                and line_fits(request, e.load, e.limits, e.now_s)]
+                and line_fits(request, e.view, e.load, e.limits, e.now_s)]
 
 
 @dataclass(frozen=True)

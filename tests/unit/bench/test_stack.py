@@ -27,3 +27,12 @@ def test_isolation_sets_the_engine_threads_and_nothing_else(tmp_path: Path) -> N
     shipped, written = _models(SHIPPED), _models(tmp_path)
     assert written["chat"]["parameters"] == {**shipped["chat"]["parameters"], "n_threads": "1"}
     assert written["embed"]["parameters"] == shipped["embed"]["parameters"]
+
+
+def test_a_given_scheduling_file_replaces_the_projects(tmp_path: Path) -> None:
+    variant = tmp_path / "variant.yaml"
+    variant.write_text((SHIPPED / "scheduling.yaml").read_text().replace("max_queued: 4096", "max_queued: 7"))
+    write_config(SHIPPED, tmp_path / "default", 29100)
+    write_config(SHIPPED, tmp_path / "variant", 29100, scheduling_file=variant)
+    assert (tmp_path / "default" / "scheduling.yaml").read_text() == (SHIPPED / "scheduling.yaml").read_text()
+    assert yaml.safe_load((tmp_path / "variant" / "scheduling.yaml").read_text())["max_queued"] == 7

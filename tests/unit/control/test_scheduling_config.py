@@ -71,6 +71,13 @@ def test_the_prefill_line_bound_applies_to_llm_models_only(tmp_path: Path) -> No
                if limits.kind.value != "llm")
 
 
+def test_the_minimum_prefill_line_reaches_llm_limits_and_is_never_negative(tmp_path: Path) -> None:
+    settings = load_scheduling(_write(tmp_path, min_prefill_line_tokens=500), load_config(SHIPPED))
+    assert settings.limits["chat"].min_prefill_line_tokens == 500
+    with pytest.raises(ConfigError, match="min_prefill_line_tokens"):
+        load_scheduling(_write(tmp_path, min_prefill_line_tokens=-1), load_config(SHIPPED))
+
+
 def test_a_non_positive_prefill_line_bound_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="max_prefill_line_s"):
         load_scheduling(_write(tmp_path, max_prefill_line_s=0), load_config(SHIPPED))
