@@ -29,7 +29,8 @@ import json
 import math
 import os
 import shutil
-from dataclasses import asdict
+from collections.abc import Callable
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -49,7 +50,7 @@ from bench.fidelity_trace import (
 from bench.replay import replay as run_replay
 from bench.replay import warm_up
 from bench.stack import BENCH_RESULTS, IsolateEngine, StackOptions, bench_stack, isolation_if, write_config
-from bench.triton_stats import queue_wait, triton_counts
+from bench.triton_stats import engine_busy, engine_counters, queue_wait, triton_counts
 from control.config import load_stack_config
 from control.paths import PROJECT_ROOT, StackPaths
 from control.scheduling_config import load_scheduling
@@ -57,7 +58,7 @@ from control.supervisor import worker_addresses
 from control.tenants import load_tenants
 from gateway.tokenization import LlmTokenizer
 from scheduling.scheduler import build_scheduler
-from simulator.fitted_perf import FittedPerf
+from simulator.fitted_perf import EngineBusy, FittedPerf
 from simulator.replay_sim import GatewaySetup, ReplayRequest, compare_ttft, simulate_replay
 from simulator.served_path import ServedPath
 
@@ -102,8 +103,10 @@ def replay(out: Out = OUT, base_port: BasePort = 29100, max_quiet_wait_s: float 
         watch = CpuWatch([])  # this process's tree: the stack it started (gateway, control, Triton)
         timeline = ContentionTimeline([]).start()
         queued_before = asyncio.run(triton_counts(endpoints.triton_http, "chat"))
+        counters_before = asyncio.run(engine_counters(endpoints.triton_metrics or ""))
         results = asyncio.run(run_replay(endpoints.gateway_url, items))
         triton = queue_wait(queued_before, asyncio.run(triton_counts(endpoints.triton_http, "chat")))
+        busy = engine_busy(counters_before, asyncio.run(engine_counters(endpoints.triton_metrics or "")))
         contention = {**watch.stop(), "quiet_wait_s": quiet["waited_s"], "timeline_others_share": timeline.stop()}
     shutil.copyfile(CONFIG_DIR / "scheduling.yaml", out / "scheduling.yaml")
     statuses: dict[int, int] = {}
@@ -112,9 +115,9 @@ def replay(out: Out = OUT, base_port: BasePort = 29100, max_quiet_wait_s: float 
     _write(out / "fidelity_real_replay.json", {
         "load_average_1_5_15": {"before": load_before, "after": os.getloadavg()}, "contention": contention,
         **isolation_entry(isolation),
-        "statuses": statuses, "triton_queue": triton,
+        "statuses": statuses, "triton_queue": triton, "engine_busy": busy,
         "results": [asdict(r) for r in results]})
-    print(f"statuses: {statuses}; other processes: {contention}; Triton's queue: {triton}")
+    print(f"statuses: {statuses}; other processes: {contention}; Triton's queue: {triton}; engine: {busy}")
 
 
 def gateway_setup(config_dir: Path) -> GatewaySetup:
@@ -160,9 +163,12 @@ def simulate(out: Out = OUT, profile: Annotated[Path, typer.Option(help="fitted 
     requests = replay_requests(items, real, CONFIG_DIR)
     profile_data = json.loads(profile.read_text())
     check_same_isolation(f"{profile} and the replay", profile_data, replayed)
-    records = simulate_replay(requests, gateway_setup(CONFIG_DIR), FittedPerf.from_profile(profile_data),
-                              ServedPath.from_profile(profile_data))
+    perf, path = FittedPerf.from_profile(profile_data), ServedPath.from_profile(profile_data)
+    setup = gateway_setup(CONFIG_DIR)
+    records = simulate_replay(requests, setup, perf, path)
     sim_ttft = {r.request_id: r.ttft_s for r in records}
+    calibrated = _host_calibrated(replayed.get("engine_busy"), perf, lambda scaled: {
+        r.request_id: r.ttft_s for r in simulate_replay(requests, setup, scaled, path)})
     timeline = replayed.get("contention", {}).get("timeline_others_share", [])
     quiet_until_s = next((t - CONTENTION_WINDOW_S for t, share in timeline if share > QUIET_SHARE), math.inf)
     real_by_id = {r["request_id"]: r for r in real}
@@ -171,15 +177,30 @@ def simulate(out: Out = OUT, profile: Annotated[Path, typer.Option(help="fitted 
              "real_sent_s": real_by_id[r.request_id]["sent_s"], "real_ttft_s": real_by_id[r.request_id]["ttft_s"],
              "real_gateway_queue_s": real_by_id[r.request_id].get("gateway_queue_s"),
              "sim_outcome": r.outcome, "sim_ttft_s": r.ttft_s,
+             "sim_host_calibrated_ttft_s": calibrated[1].get(r.request_id) if calibrated else None,
              "sim_gateway_queue_s": None if r.dispatch_s is None else r.dispatch_s - r.arrival_s}
             for r in records]
     headline = {"all": _comparison(real, sim_ttft), "sim_outcomes": _count(r.outcome for r in records),
                 "real_statuses": _count(r["status"] for r in real),
                 "quiet_until_s": None if math.isinf(quiet_until_s) else quiet_until_s,
                 "before_contention": _comparison([r for r in real if r["sent_s"] < quiet_until_s], sim_ttft)
-                if timeline else None}
+                if timeline else None,
+                "host_calibrated": {"time_scale": calibrated[0], **(_comparison(real, calibrated[1]) or {})}
+                if calibrated else None}
     _write(out / "fidelity_real.json", {"headline": headline, "requests": rows})
     print(json.dumps(headline, indent=1))
+
+
+def _host_calibrated(busy: dict[str, float] | None, perf: FittedPerf,
+                     simulate: Callable[[FittedPerf], dict[str, float | None]],
+                     ) -> tuple[float, dict[str, float | None]] | None:
+    """The replay's host speed against the profile's (``FittedPerf.host_time_scale`` of the engine's
+    counted steps) and the TTFTs simulated at that speed; None when the replay counted no steps
+    (an engine without step counters)."""
+    if not busy or busy.get("steps", 0) <= 0:
+        return None
+    scale = perf.host_time_scale(EngineBusy.from_json(busy))
+    return scale, simulate(replace(perf, time_scale=scale))
 
 
 def _comparison(real: list[dict[str, Any]], sim_ttft: dict[str, float | None]) -> dict[str, Any] | None:

@@ -70,6 +70,7 @@ class Endpoints:
     started_here: bool
     gateway_pid: int | None = None
     triton_pid: int | None = None
+    triton_metrics: str | None = None  # host:port of the worker's Prometheus metrics (a stack started here)
 
 
 def write_config(source: Path, target: Path, base_port: int, isolation: EngineIsolation | None = None,
@@ -137,7 +138,8 @@ def bench_stack(options: StackOptions, log: Callable[[str], None] = print) -> It
                 f"{options.isolation.pin_stack(process.pid, gateway_pid)}")
         yield Endpoints(f"http://127.0.0.1:{options.gateway_port}",
                         f"{worker.host}:{worker.grpc_port}", f"{worker.host}:{worker.http_port}", True,
-                        gateway_pid, process.pid if process is not None else None)
+                        gateway_pid, process.pid if process is not None else None,
+                        f"{worker.host}:{worker.metrics_port}")
     finally:
         stack.stop()
         say("bench stack stopped")

@@ -7,6 +7,10 @@ count = model executions, success count = requests, queue count and ns = request
 scheduler queue and their total wait), summed over the model's versions, or returns None when
 Triton cannot be asked. ``batch_shape(before, after)`` turns two readings into the rows per
 request and per execution in between, ``queue_wait(before, after)`` into the mean queue wait.
+
+``engine_counters(metrics_address)`` reads the LLM engine's step counters from Triton's metrics
+port (``shunter_llm_*_total``, summed over models and instances); ``engine_busy(before, after)``
+turns two readings into what the engine did in between (``simulator.fitted_perf.EngineBusy``'s fields).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 STATS_TIMEOUT_S = 5.0
 
@@ -65,3 +70,42 @@ def queue_wait(before: TritonCounts | None, after: TritonCounts | None) -> dict[
         return None
     requests = after.queued - before.queued
     return {"requests": requests, "mean_wait_ms": (after.queue_ns - before.queue_ns) / requests / 1e6}
+
+
+ENGINE_COUNTERS = {"steps": "shunter_llm_steps_total", "step_s": "shunter_llm_step_seconds_total",
+                   "prefill_tokens": "shunter_llm_prefill_tokens_total",
+                   "decode_tokens": "shunter_llm_decode_tokens_total",
+                   "attention_positions": "shunter_llm_attention_positions_total",
+                   "prefix_hit_tokens": "shunter_llm_prefix_hit_tokens_total",
+                   "preemptions": "shunter_llm_preemptions_total"}
+
+
+async def engine_counters(metrics_address: str) -> dict[str, float] | None:
+    """The engine's cumulative step counters (keys of ``ENGINE_COUNTERS``), or None if unavailable."""
+    try:
+        async with httpx.AsyncClient(timeout=STATS_TIMEOUT_S) as client:
+            response = await client.get(f"http://{metrics_address}/metrics")
+        return engine_counter_totals(response.text) if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+
+
+def engine_counter_totals(metrics_text: str) -> dict[str, float] | None:
+    """``ENGINE_COUNTERS`` summed over their labels in a Prometheus text page; None unless every
+    one of them is there (an engine without step counters). Raise ValueError on a malformed page."""
+    by_sample = {name: key for key, name in ENGINE_COUNTERS.items()}
+    totals = dict.fromkeys(ENGINE_COUNTERS, 0.0)
+    seen = set()
+    for family in text_string_to_metric_families(metrics_text):
+        for sample in family.samples:
+            if sample.name in by_sample:
+                totals[by_sample[sample.name]] += sample.value
+                seen.add(sample.name)
+    return totals if seen == set(ENGINE_COUNTERS.values()) else None
+
+
+def engine_busy(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, float] | None:
+    """What the counters grew by between two readings (None if either is unknown)."""
+    if before is None or after is None:
+        return None
+    return {key: after[key] - before[key] for key in ENGINE_COUNTERS}

@@ -12,6 +12,10 @@ same cores; 0 models the engine alone), with the step's prefill work (its prompt
 their attention's terms, not the step overhead) scaled by ``served_prefill_factor``
 (``bench.served_path``: a prompt's prefill served against the engine alone; 1 models the engine
 alone). The request's fixed path latency is not engine time: ``simulator.served_path``.
+
+``time_scale`` multiplies every iteration: the host's speed during one run against its speed when
+the profile was measured (``host_time_scale``: the engine's own busy time in that run, from its
+step counters, over what this model charges for the same steps). 1 is the profile as measured.
 """
 
 from __future__ import annotations
@@ -26,6 +30,23 @@ from simulator.step_fit import StepLaw, chunk_attention_positions
 
 
 @dataclass(frozen=True)
+class EngineBusy:
+    """What an engine's step counters (``shunter_llm_steps_total`` and the others) grew by over a
+    run: steps, their wall seconds, prompt and decoded tokens, attended positions."""
+
+    steps: int
+    step_s: float
+    prefill_tokens: int
+    decode_tokens: int
+    attention_positions: float
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> EngineBusy:
+        return cls(int(data["steps"]), float(data["step_s"]), int(data["prefill_tokens"]),
+                   int(data["decode_tokens"]), float(data["attention_positions"]))
+
+
+@dataclass(frozen=True)
 class FittedPerf:
     """``LlmPerfModel`` of a measured engine: its limits and its fitted step law."""
 
@@ -33,10 +54,11 @@ class FittedPerf:
     law: StepLaw
     served_decode_seq_s: float = 0.0
     served_prefill_factor: float = 1.0
+    time_scale: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.served_decode_seq_s < 0 or self.served_prefill_factor <= 0:
-            raise ValueError("served_decode_seq_s must be >= 0 and served_prefill_factor > 0")
+        if self.served_decode_seq_s < 0 or self.served_prefill_factor <= 0 or self.time_scale <= 0:
+            raise ValueError("served_decode_seq_s must be >= 0, served_prefill_factor and time_scale > 0")
 
     @property
     def limits(self) -> EngineLimits:
@@ -47,7 +69,21 @@ class FittedPerf:
         engine_s = self.law.step_s(work.prefill_tokens, work.decode_seqs, attention + work.decode_context_tokens)
         if self.served_prefill_factor != 1.0:
             engine_s += (self.served_prefill_factor - 1.0) * self._prefill_work_s(work.prefill_tokens, attention)
-        return engine_s + self.served_decode_seq_s * (work.decode_seqs + work.resting_decoders)
+        return self.time_scale * (engine_s + self.served_decode_seq_s * (work.decode_seqs + work.resting_decoders))
+
+    def host_time_scale(self, busy: EngineBusy) -> float:
+        """The engine's measured busy time over what this model charges for the same steps: the
+        law on the counters' totals, plus the served terms (the decode term on the decoded tokens,
+        the prefill factor on the prompt tokens' term; the few sequences resting in short-prefill
+        steps and the prompts' attention are not in the counters and are left out, about 1 % of
+        this trace's busy time). Raise ValueError when no step was counted."""
+        if busy.steps <= 0 or busy.step_s <= 0:
+            raise ValueError("the engine counted no steps")
+        law = self.law
+        modelled_s = (law.busy_s(busy.steps, busy.prefill_tokens, busy.decode_tokens, busy.attention_positions)
+                      + (self.served_prefill_factor - 1.0) * law.prefill_token_s * busy.prefill_tokens
+                      + self.served_decode_seq_s * busy.decode_tokens)
+        return busy.step_s / modelled_s
 
     def _prefill_work_s(self, prompt_tokens: int, attention_positions: float) -> float:
         """The law's prefill terms of a step: its prompt tokens and their attended positions."""

@@ -17,7 +17,7 @@ from scheduling.workers import ModelLimits, WorkerView
 from simulator.driver import WorkerSpec
 from simulator.hardware import GPUS, MODELS, GpuSpec
 from simulator.perf import BatchedPerf, LlmPerf, diffusion_perf, resnet50_perf, tpot_step_budget
-from simulator.tenancy import MODEL, PREFILL_LINE_S, SLOS, TIER_SHARE
+from simulator.tenancy import MIN_PREFILL_LINE_TOKENS, MODEL, PREFILL_LINE_S, SLOS, TIER_SHARE
 
 DEFAULT_MODEL = "llama-3-8b"
 
@@ -70,7 +70,8 @@ def llm_perf(gpu: str, model: str = DEFAULT_MODEL) -> LlmPerf:
 
 def model_limits() -> dict[str, ModelLimits]:
     return {MODEL: ModelLimits(MODEL, RequestKind.LLM, tier_share=dict(TIER_SHARE),
-                              max_prefill_line_s=PREFILL_LINE_S, kv_on_demand=True)}
+                              max_prefill_line_s=PREFILL_LINE_S, min_prefill_line_tokens=MIN_PREFILL_LINE_TOKENS,
+                              kv_on_demand=True)}
 
 
 VISION_MODEL = "resnet50"

@@ -58,6 +58,11 @@ class StepLaw:
         return (self.overhead_s + self.prefill_token_s * prefill_tokens + self.decode_seq_s * decode_seqs
                 + self.attention_s_per_ktoken * attention_positions / 1000.0)
 
+    def busy_s(self, steps: int, prefill_tokens: int, decode_seqs: int, attention_positions: float) -> float:
+        """The summed ``step_s`` of ``steps`` steps that fed these totals between them (the law is
+        linear, so the totals are enough: an engine's counters give them)."""
+        return self.overhead_s * (steps - 1) + self.step_s(prefill_tokens, decode_seqs, attention_positions)
+
     def to_json(self) -> dict[str, float]:
         return {name: getattr(self, name) for name in FEATURES}
 

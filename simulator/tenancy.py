@@ -25,6 +25,7 @@ TIER_SHARE = {Tier.PREMIUM: 1.0, Tier.STANDARD: 0.75, Tier.BATCH: 0.5}
 # Batch is shed at half its TTFT objective, as in config/scheduling.yaml (15 s of 30 s there).
 SHED_WAIT_S: dict[Tier, float | None] = {Tier.PREMIUM: None, Tier.STANDARD: 15.0, Tier.BATCH: 10.0}
 PREFILL_LINE_S: float | None = 0.25  # max_prefill_line_s of config/scheduling.yaml
+MIN_PREFILL_LINE_TOKENS = 375  # min_prefill_line_tokens of config/scheduling.yaml (binds no GPU: >= 5,000 tok/s)
 MAX_TOKENS_STEPS = (64, 128, 256, 512, 1024, 2048, 4096)
 MODEL = "chat"
 

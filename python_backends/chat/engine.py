@@ -27,6 +27,7 @@ on that thread. ``generate()`` runs one request alone to completion (tests, benc
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +64,9 @@ class EngineStats:
     prefill_tokens_total: int
     decode_tokens_total: int
     prefix_hit_tokens_total: int = 0
+    steps_total: int = 0  # model steps run (each one llama_decode)
+    step_seconds_total: float = 0.0  # wall time of those steps: planning, the model, sampling and sends
+    attention_positions_total: float = 0.0  # positions the steps' tokens attended to (each to those before it)
 
 
 @dataclass
@@ -102,6 +106,9 @@ class BatchEngine:
         self._arrivals = 0
         self.prefill_tokens_total = 0
         self.decode_tokens_total = 0
+        self.steps_total = 0
+        self.step_seconds_total = 0.0
+        self.attention_positions_total = 0.0
 
     @classmethod
     def load(cls, model_path: Path, config: EngineConfig) -> BatchEngine:
@@ -140,10 +147,14 @@ class BatchEngine:
             kv_block_tokens=self.pool.block_tokens, running=len(self.scheduler.running),
             waiting=len(self.scheduler.waiting), preemptions_total=self.scheduler.preemptions_total,
             prefill_tokens_total=self.prefill_tokens_total, decode_tokens_total=self.decode_tokens_total,
-            prefix_hit_tokens_total=self.scheduler.prefix_hit_tokens_total)
+            prefix_hit_tokens_total=self.scheduler.prefix_hit_tokens_total, steps_total=self.steps_total,
+            step_seconds_total=self.step_seconds_total, attention_positions_total=self.attention_positions_total)
 
     def step(self) -> bool:
-        """Run one iteration; False when there was nothing to do."""
+        """Run one iteration; False when there was nothing to do. A step that ran the model is
+        counted with its wall time (from its planning to its last send) and what it fed, so that
+        the busy time can be set against a step-time law fitted to the same features."""
+        started_s = time.perf_counter()
         self._reap_cancelled()
         plan = self.scheduler.schedule()
         for slot in plan.released_slots:
@@ -163,6 +174,7 @@ class BatchEngine:
                 self.runtime.remove(victim_slot)
             return True
         for chunk in plan.chunks:
+            self.attention_positions_total += chunk.count * chunk.start + chunk.count * (chunk.count - 1) / 2
             chunk.seq.computed += chunk.count
             if chunk.decode:
                 self.decode_tokens_total += chunk.count
@@ -170,6 +182,8 @@ class BatchEngine:
                 self.prefill_tokens_total += chunk.count
             if chunk.wants_logits:
                 self._accept(chunk.seq, chunk.seq.sampler.sample(next(rows)))
+        self.steps_total += 1
+        self.step_seconds_total += time.perf_counter() - started_s
         return True
 
     def fail_all(self) -> list[Sequence]:

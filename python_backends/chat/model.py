@@ -7,7 +7,8 @@ every step and streams each request's text to its own response sender, ending ev
 exactly one FINAL flag (a cancelled one with an empty FINAL). Optional input ``priority`` (higher
 is more important; the gateway sends the tenant tier) picks which sequence is preempted first
 when the KV pool runs out. Custom metrics (labels ``model``, ``instance``): KV blocks used /
-total / block size, running and waiting sequences, preemptions, prefill and decode tokens.
+total / block size, running and waiting sequences, preemptions, prefill and decode tokens, model
+steps with their wall time (busy seconds) and attended positions.
 """
 
 import contextlib
@@ -44,6 +45,10 @@ COUNTERS = {
     "shunter_llm_decode_tokens_total": ("Tokens decoded", "decode_tokens_total"),
     "shunter_llm_prefix_hit_tokens_total": ("Prompt tokens whose KV a slot already held (prefix reuse)",
                                             "prefix_hit_tokens_total"),
+    "shunter_llm_steps_total": ("Model steps run", "steps_total"),
+    "shunter_llm_step_seconds_total": ("Wall time of the model steps (busy time)", "step_seconds_total"),
+    "shunter_llm_attention_positions_total": ("Positions the steps' tokens attended to",
+                                              "attention_positions_total"),
 }
 
 

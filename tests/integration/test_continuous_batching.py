@@ -9,6 +9,7 @@ import time
 import httpx
 import pytest
 
+from bench.triton_stats import engine_busy, engine_counters
 from tests.integration.conftest import KEYS, RunningStack, stream_chat
 
 pytestmark = pytest.mark.integration
@@ -54,4 +55,23 @@ def test_sixteen_mixed_streams_complete_each_as_alone_and_free_the_kv_pool(stack
     assert _metric(stack, "shunter_llm_kv_block_tokens") == 16
     assert _metric(stack, "shunter_llm_decode_tokens_total") > decoded_before
     assert _metric(stack, "shunter_llm_prefill_tokens_total") > 0
+    assert _metric(stack, "shunter_llm_steps_total") > 0 and _metric(stack, "shunter_llm_step_seconds_total") > 0
+    assert _metric(stack, "shunter_llm_attention_positions_total") > 0
     _metric(stack, "shunter_llm_preemptions_total")
+
+
+def test_the_engines_step_counters_account_for_a_served_generation(stack: RunningStack) -> None:
+    address = f"127.0.0.1:{stack.worker.metrics_port}"
+    before = asyncio.run(engine_counters(address))
+    with stack.client() as client:
+        answer = client.post("/v1/chat/completions", json={
+            "model": "chat", "max_tokens": 12, "temperature": 0,
+            "messages": [{"role": "user", "content": "Name the planets of the solar system."}]})
+    assert answer.status_code == 200, answer.text
+    usage = answer.json()["usage"]
+    busy = engine_busy(before, asyncio.run(engine_counters(address)))
+    assert busy is not None
+    computed_prompt = usage["prompt_tokens"] - busy["prefix_hit_tokens"]
+    assert busy["prefill_tokens"] == computed_prompt and busy["decode_tokens"] >= usage["completion_tokens"] - 1
+    assert busy["steps"] >= 1 + usage["completion_tokens"] - 1 and 0 < busy["step_s"] < 60
+    assert busy["attention_positions"] >= computed_prompt * (computed_prompt - 1) / 2

@@ -1,4 +1,4 @@
-from bench.triton_stats import TritonCounts, batch_shape, queue_wait
+from bench.triton_stats import TritonCounts, batch_shape, engine_busy, engine_counter_totals, queue_wait
 
 
 def test_batch_shape_is_rows_per_request_and_per_execution_between_two_readings() -> None:
@@ -20,3 +20,37 @@ def test_queue_wait_is_the_mean_wait_of_the_requests_queued_between_two_readings
     assert queue_wait(before, after) == {"requests": 20, "mean_wait_ms": 2.0}
     assert queue_wait(before, before) is None
     assert queue_wait(None, after) is None
+
+
+PAGE = """# HELP shunter_llm_steps_total Model steps run
+# TYPE shunter_llm_steps_total counter
+shunter_llm_steps_total{instance="0",model="chat"} 10
+shunter_llm_steps_total{instance="0",model="chat-v2"} 5
+# TYPE shunter_llm_step_seconds_total counter
+shunter_llm_step_seconds_total{instance="0",model="chat"} 1.5
+# TYPE shunter_llm_prefill_tokens_total counter
+shunter_llm_prefill_tokens_total{instance="0",model="chat"} 630
+# TYPE shunter_llm_decode_tokens_total counter
+shunter_llm_decode_tokens_total{instance="0",model="chat"} 40
+# TYPE shunter_llm_attention_positions_total counter
+shunter_llm_attention_positions_total{instance="0",model="chat"} 5953
+# TYPE shunter_llm_prefix_hit_tokens_total counter
+shunter_llm_prefix_hit_tokens_total{instance="0",model="chat"} 0
+# TYPE shunter_llm_preemptions_total counter
+shunter_llm_preemptions_total{instance="0",model="chat"} 1
+# TYPE nv_inference_count counter
+nv_inference_count{model="chat",version="1"} 7
+"""
+
+
+def test_engine_counters_are_summed_over_models_and_their_growth_is_the_engines_busy_work() -> None:
+    totals = engine_counter_totals(PAGE)
+    assert totals is not None and totals["steps"] == 15 and totals["step_s"] == 1.5
+    later = {**totals, "steps": 25.0, "step_s": 2.5}
+    busy = engine_busy(totals, later)
+    assert busy is not None and busy["steps"] == 10 and busy["step_s"] == 1.0 and busy["decode_tokens"] == 0
+    assert engine_busy(None, later) is None
+
+
+def test_a_page_without_the_step_counters_gives_none() -> None:
+    assert engine_counter_totals(PAGE.split("# TYPE shunter_llm_step_seconds")[0]) is None

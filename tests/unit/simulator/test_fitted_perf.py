@@ -11,7 +11,7 @@ import pytest
 
 from scheduling.tenants import Tenant, Tier
 from simulator.engine import ARRIVAL, EventLoop
-from simulator.fitted_perf import FittedPerf, load_fitted_perf
+from simulator.fitted_perf import EngineBusy, FittedPerf, load_fitted_perf
 from simulator.llm_worker import LlmWorker, Sequence
 from simulator.perf_model import EngineLimits, IterationWork
 from simulator.step_fit import StepLaw
@@ -181,3 +181,26 @@ def test_the_worker_tells_a_short_prefill_iteration_how_many_decoders_rest() -> 
     prefills = [(w.prefill_tokens, w.decode_seqs, w.resting_decoders) for w in recording.works if w.prefill_tokens]
     assert prefills == [(20, 0, 0), (20, 0, 1), (30, 0, 2)]
     assert all(w.resting_decoders == 0 for w in recording.works if not w.prefill_tokens)
+
+
+def test_the_time_scale_multiplies_every_iteration_served_terms_included() -> None:
+    served = FittedPerf(LIMITS, LAW, served_decode_seq_s=0.002, served_prefill_factor=0.9)
+    work = IterationWork(((100, 63),), decode_seqs=2, decode_context_tokens=300, kv_tokens=0)
+    assert replace(served, time_scale=1.25).iteration_s(work) == pytest.approx(1.25 * served.iteration_s(work))
+    with pytest.raises(ValueError, match="time_scale"):
+        replace(served, time_scale=0.0)
+
+
+def test_the_host_time_scale_is_the_measured_busy_time_over_the_modelled_one() -> None:
+    served = FittedPerf(LIMITS, LAW, served_decode_seq_s=0.002, served_prefill_factor=0.9)
+    # 10 decode steps of 4 sequences at context 100, and one 63-token prompt step, as counted.
+    steps = [IterationWork((), 4, 400, 400)] * 10 + [IterationWork(((0, 63),), 0, 0, 63)]
+    # The counters do not split attention by phase: the served prefill factor applies to the tokens' term only.
+    modelled_s = sum(served.iteration_s(w) for w in steps) + 0.1 * LAW.attention_s_per_ktoken * 63 * 62 / 2 / 1000
+    busy = EngineBusy(steps=11, step_s=1.3 * modelled_s, prefill_tokens=63, decode_tokens=40,
+                      attention_positions=4000 + 63 * 62 / 2)
+    assert served.host_time_scale(busy) == pytest.approx(1.3)
+    assert EngineBusy.from_json({"steps": 11, "step_s": 1.0, "prefill_tokens": 63, "decode_tokens": 40,
+                                 "attention_positions": 5953.0}) == replace(busy, step_s=1.0)
+    with pytest.raises(ValueError, match="no steps"):
+        served.host_time_scale(replace(busy, steps=0))

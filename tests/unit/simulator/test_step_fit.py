@@ -62,3 +62,9 @@ def test_too_few_samples_are_refused() -> None:
 
 def test_the_law_round_trips_through_json() -> None:
     assert StepLaw.from_json(LAW.to_json()) == LAW
+
+
+def test_the_busy_time_of_counted_steps_is_the_sum_of_their_laws() -> None:
+    law = StepLaw(overhead_s=0.004, prefill_token_s=0.003, decode_seq_s=0.006, attention_s_per_ktoken=0.004)
+    steps = [(63, 0, 63 * 62 / 2), (0, 4, 400.0), (10, 3, 900.0)]
+    assert law.busy_s(3, 73, 7, sum(a for _, _, a in steps)) == pytest.approx(sum(law.step_s(*s) for s in steps))

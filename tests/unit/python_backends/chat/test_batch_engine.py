@@ -203,3 +203,20 @@ def test_a_stream_interval_sends_the_first_text_at_once_then_every_n_tokens_and_
     tokens = expected.completion_tokens
     assert chunked.deltas[0].text == every_token.deltas[0].text  # the first token's text is not held back
     assert len(chunked.deltas) <= 2 + tokens // 4 < len(every_token.deltas)
+
+
+def test_each_model_step_is_counted_with_its_wall_time_and_attended_positions(engine: BatchEngine) -> None:
+    before = engine.stats()
+    prompt_tokens = len(engine.tokenize(PROMPT))
+    sink = engine.generate(PROMPT, GenerationParams(max_tokens=8, temperature=0.0))
+    after = engine.stats()
+    steps = after.steps_total - before.steps_total
+    generated = sink.deltas[-1].completion_tokens
+    # Chunked prefill (prefill_chunk_tokens a step), then one step per sampled token after the first.
+    chunk = engine.config.prefill_chunk_tokens
+    assert steps == -(-prompt_tokens // chunk) + generated - (0 if sink.deltas[-1].finish_reason == "stop" else 1)
+    assert after.step_seconds_total > before.step_seconds_total
+    decoded = after.decode_tokens_total - before.decode_tokens_total
+    # The prompt attends causally to itself; each decode token to everything before it.
+    expected = prompt_tokens * (prompt_tokens - 1) / 2 + sum(prompt_tokens + i for i in range(decoded))
+    assert after.attention_positions_total - before.attention_positions_total == pytest.approx(expected)
