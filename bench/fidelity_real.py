@@ -17,9 +17,17 @@ local pool's capacity profile, the tenants), gives each request the engine steps
 on the real stack, and compares p50 and p99 TTFT of the requests that completed on both sides:
 over the whole trace, and over the requests sent before other processes first took more than
 15 % of the cores in a 2 s window (llama.cpp slows by up to 10 x under such contention).
-``replay`` keeps the scheduling config it ran with (``scheduling.yaml`` next to its results), and
-``simulate`` schedules with that file when it is there (the project's otherwise), so a replay is
-re-simulated with the gateway settings it really had.
+``replay`` keeps the scheduling config it ran with (``scheduling.yaml`` next to its results; another
+one for an A/B with ``--scheduling``), and ``simulate`` schedules with that file when it is there
+(the project's otherwise), so a replay is re-simulated with the gateway settings it really had.
+
+``replay`` also reads the engine's step counters (``bench.triton_stats.engine_counters``) every
+``ENGINE_SAMPLE_S`` while the trace runs: the engine's busy time and the totals of what its steps
+fed. ``simulate`` sets them against the fitted model (``FittedPerf.host_time_scale``) and adds
+three comparisons at the host's speed during the replay, as the engine measured it: one factor
+for the whole replay (``host_calibrated``), one for the prompt tokens and one for the rest
+(``host_calibrated_by_phase``), and one factor per window (``host_timed``). They separate what the
+simulator gets wrong from how far the host's speed moved since the profile was fitted.
 """
 
 from __future__ import annotations
@@ -30,7 +38,8 @@ import math
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import asdict
+from itertools import pairwise
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -47,10 +56,10 @@ from bench.fidelity_trace import (
     build_trace,
     warm_up_item,
 )
+from bench.replay import ReplayResult, warm_up
 from bench.replay import replay as run_replay
-from bench.replay import warm_up
-from bench.stack import BENCH_RESULTS, IsolateEngine, StackOptions, bench_stack, isolation_if, write_config
-from bench.triton_stats import engine_busy, engine_counters, queue_wait, triton_counts
+from bench.stack import BENCH_RESULTS, Endpoints, IsolateEngine, StackOptions, bench_stack, isolation_if, write_config
+from bench.triton_stats import engine_busy, queue_wait, sample_engine_counters, triton_counts
 from control.config import load_stack_config
 from control.paths import PROJECT_ROOT, StackPaths
 from control.scheduling_config import load_scheduling
@@ -58,15 +67,19 @@ from control.supervisor import worker_addresses
 from control.tenants import load_tenants
 from gateway.tokenization import LlmTokenizer
 from scheduling.scheduler import build_scheduler
-from simulator.fitted_perf import EngineBusy, FittedPerf
+from simulator.fitted_perf import EngineBusy, FittedPerf, TimedPerf
+from simulator.perf_model import LlmPerfModel
 from simulator.replay_sim import GatewaySetup, ReplayRequest, compare_ttft, simulate_replay
 from simulator.served_path import ServedPath
 
 app = typer.Typer(add_completion=False, no_args_is_help=True)
 OUT = Path("docs/sim")
 CONFIG_DIR = BENCH_RESULTS / "fidelity_config"
+SIM_CONFIG_DIR = BENCH_RESULTS / "fidelity_sim_config"  # simulate's own: a replay may be running on CONFIG_DIR
 QUIET_SHARE = 0.15  # other processes' share of the cores above which a replay window counts as contended
 CONTENTION_WINDOW_S = 2.0  # bench.contention.ContentionTimeline's default interval
+ENGINE_SAMPLE_S = 10.0  # interval of the engine counter readings during a replay
+MIN_WINDOW_BUSY_S = 1.0  # engine busy time below which a window's own host speed is not used
 Out = Annotated[Path, typer.Option(help="folder of the JSON and Markdown results")]
 BasePort = Annotated[int, typer.Option(help="first worker port of the private stack")]
 
@@ -96,6 +109,7 @@ def replay(out: Out = OUT, base_port: BasePort = 29100, max_quiet_wait_s: float 
                            isolation=isolation, scheduling_file=scheduling)
     load_before = os.getloadavg()
     with bench_stack(options) as endpoints:
+        shutil.copyfile(CONFIG_DIR / "scheduling.yaml", out / "scheduling.yaml")  # what this stack runs with
         tokenizer = LlmTokenizer(StackPaths().artifacts / "chat" / "model.gguf")
         warm = asyncio.run(warm_up(endpoints.gateway_url, warm_up_item(tokenizer, items[0], items[0]["prompt_tokens"])))
         print(f"warm-up: HTTP {warm.status}, TTFT {warm.ttft_s}")
@@ -103,21 +117,32 @@ def replay(out: Out = OUT, base_port: BasePort = 29100, max_quiet_wait_s: float 
         watch = CpuWatch([])  # this process's tree: the stack it started (gateway, control, Triton)
         timeline = ContentionTimeline([]).start()
         queued_before = asyncio.run(triton_counts(endpoints.triton_http, "chat"))
-        counters_before = asyncio.run(engine_counters(endpoints.triton_metrics or ""))
-        results = asyncio.run(run_replay(endpoints.gateway_url, items))
+        results, engine_timeline = asyncio.run(_replay_sampling_engine(endpoints, items))
         triton = queue_wait(queued_before, asyncio.run(triton_counts(endpoints.triton_http, "chat")))
-        busy = engine_busy(counters_before, asyncio.run(engine_counters(endpoints.triton_metrics or "")))
+        busy = engine_busy(engine_timeline[0][1], engine_timeline[-1][1]) if engine_timeline else None
         contention = {**watch.stop(), "quiet_wait_s": quiet["waited_s"], "timeline_others_share": timeline.stop()}
-    shutil.copyfile(CONFIG_DIR / "scheduling.yaml", out / "scheduling.yaml")
     statuses: dict[int, int] = {}
     for result in results:
         statuses[result.status] = statuses.get(result.status, 0) + 1
     _write(out / "fidelity_real_replay.json", {
         "load_average_1_5_15": {"before": load_before, "after": os.getloadavg()}, "contention": contention,
         **isolation_entry(isolation),
-        "statuses": statuses, "triton_queue": triton, "engine_busy": busy,
+        "statuses": statuses, "triton_queue": triton, "engine_busy": busy, "engine_timeline": engine_timeline,
         "results": [asdict(r) for r in results]})
     print(f"statuses: {statuses}; other processes: {contention}; Triton's queue: {triton}; engine: {busy}")
+
+
+async def _replay_sampling_engine(endpoints: Endpoints, items: list[dict[str, Any]],
+                                  ) -> tuple[list[ReplayResult], list[tuple[float, dict[str, float]]]]:
+    """The trace's replay, and the engine's step counters every ``ENGINE_SAMPLE_S`` meanwhile
+    (from just before its first request to just after its last)."""
+    done = asyncio.Event()
+    sampler = asyncio.create_task(sample_engine_counters(endpoints.triton_metrics or "", done, ENGINE_SAMPLE_S))
+    try:
+        results = await run_replay(endpoints.gateway_url, items)
+    finally:
+        done.set()
+    return results, await sampler
 
 
 def gateway_setup(config_dir: Path) -> GatewaySetup:
@@ -154,21 +179,20 @@ def replay_requests(items: list[dict[str, Any]], results: list[dict[str, Any]],
 def simulate(out: Out = OUT, profile: Annotated[Path, typer.Option(help="fitted worker profile")] =
              OUT / "cpu_worker_profile.json", base_port: BasePort = 29100) -> None:
     """Simulate the replayed requests with the fitted worker; compare TTFT with the real run."""
-    write_config(PROJECT_ROOT / "config", CONFIG_DIR, base_port)
-    if (out / "scheduling.yaml").exists():
-        shutil.copyfile(out / "scheduling.yaml", CONFIG_DIR / "scheduling.yaml")
+    write_config(PROJECT_ROOT / "config", SIM_CONFIG_DIR, base_port, scheduling_file=
+                 out / "scheduling.yaml" if (out / "scheduling.yaml").exists() else None)
     items = json.loads((out / "fidelity_real_trace.json").read_text())["requests"]
     replayed = json.loads((out / "fidelity_real_replay.json").read_text())
     real = replayed["results"]
-    requests = replay_requests(items, real, CONFIG_DIR)
+    requests = replay_requests(items, real, SIM_CONFIG_DIR)
     profile_data = json.loads(profile.read_text())
     check_same_isolation(f"{profile} and the replay", profile_data, replayed)
     perf, path = FittedPerf.from_profile(profile_data), ServedPath.from_profile(profile_data)
-    setup = gateway_setup(CONFIG_DIR)
+    setup = gateway_setup(SIM_CONFIG_DIR)
     records = simulate_replay(requests, setup, perf, path)
     sim_ttft = {r.request_id: r.ttft_s for r in records}
-    calibrated = _host_calibrated(replayed.get("engine_busy"), perf, lambda scaled: {
-        r.request_id: r.ttft_s for r in simulate_replay(requests, setup, scaled, path)})
+    calibrated = _host_calibrations(replayed, perf, lambda model: {
+        r.request_id: r.ttft_s for r in simulate_replay(requests, setup, model, path)})
     timeline = replayed.get("contention", {}).get("timeline_others_share", [])
     quiet_until_s = next((t - CONTENTION_WINDOW_S for t, share in timeline if share > QUIET_SHARE), math.inf)
     real_by_id = {r["request_id"]: r for r in real}
@@ -177,7 +201,7 @@ def simulate(out: Out = OUT, profile: Annotated[Path, typer.Option(help="fitted 
              "real_sent_s": real_by_id[r.request_id]["sent_s"], "real_ttft_s": real_by_id[r.request_id]["ttft_s"],
              "real_gateway_queue_s": real_by_id[r.request_id].get("gateway_queue_s"),
              "sim_outcome": r.outcome, "sim_ttft_s": r.ttft_s,
-             "sim_host_calibrated_ttft_s": calibrated[1].get(r.request_id) if calibrated else None,
+             **{f"sim_{name}_ttft_s": ttft.get(r.request_id) for name, (_, ttft) in calibrated.items()},
              "sim_gateway_queue_s": None if r.dispatch_s is None else r.dispatch_s - r.arrival_s}
             for r in records]
     headline = {"all": _comparison(real, sim_ttft), "sim_outcomes": _count(r.outcome for r in records),
@@ -185,22 +209,51 @@ def simulate(out: Out = OUT, profile: Annotated[Path, typer.Option(help="fitted 
                 "quiet_until_s": None if math.isinf(quiet_until_s) else quiet_until_s,
                 "before_contention": _comparison([r for r in real if r["sent_s"] < quiet_until_s], sim_ttft)
                 if timeline else None,
-                "host_calibrated": {"time_scale": calibrated[0], **(_comparison(real, calibrated[1]) or {})}
-                if calibrated else None}
+                **{name: {**scales, **(_comparison(real, ttft) or {})} for name, (scales, ttft) in calibrated.items()}}
     _write(out / "fidelity_real.json", {"headline": headline, "requests": rows})
     print(json.dumps(headline, indent=1))
 
 
-def _host_calibrated(busy: dict[str, float] | None, perf: FittedPerf,
-                     simulate: Callable[[FittedPerf], dict[str, float | None]],
-                     ) -> tuple[float, dict[str, float | None]] | None:
-    """The replay's host speed against the profile's (``FittedPerf.host_time_scale`` of the engine's
-    counted steps) and the TTFTs simulated at that speed; None when the replay counted no steps
-    (an engine without step counters)."""
+def _busy_windows(timeline: list[list[Any]]) -> list[tuple[float, EngineBusy]]:
+    """``(window end (s), what the engine did)`` between consecutive counter readings of the replay."""
+    windows = []
+    for (_, before), (end_s, after) in pairwise(timeline):
+        busy = engine_busy(before, after)
+        if busy is not None:
+            windows.append((round(end_s, 1), EngineBusy.from_json(busy)))
+    return windows
+
+
+Calibrated = dict[str, tuple[dict[str, Any], dict[str, float | None]]]
+
+
+def _host_calibrations(replayed: dict[str, Any], perf: FittedPerf,
+                       simulate: Callable[[LlmPerfModel], dict[str, float | None]]) -> Calibrated:
+    """The TTFTs simulated at the replay's host speed as the engine measured it, by name, each
+    with the scales it used: ``host_calibrated``, the engine's busy time over the whole replay
+    against the model's (one factor); ``host_calibrated_by_phase``, a factor for the prompt tokens
+    and one for the rest (``FittedPerf.host_time_scales`` over the windows); ``host_timed``, one
+    factor per window (``TimedPerf``; a window busy less than ``MIN_WINDOW_BUSY_S``, mostly step
+    overhead and noise, takes the whole replay's). Empty when the replay counted no steps (an
+    engine without step counters)."""
+    busy = replayed.get("engine_busy")
     if not busy or busy.get("steps", 0) <= 0:
-        return None
+        return {}
     scale = perf.host_time_scale(EngineBusy.from_json(busy))
-    return scale, simulate(replace(perf, time_scale=scale))
+    windows = _busy_windows(replayed.get("engine_timeline") or [])
+    measured = [w for _, w in windows if w.step_s >= MIN_WINDOW_BUSY_S]
+    pairs = {"host_calibrated": (scale, scale)}
+    if measured:
+        pairs["host_calibrated_by_phase"] = perf.host_time_scales(measured)
+    calibrated: Calibrated = {name: ({"prefill_scale": pair[0], "rest_scale": pair[1]}, simulate(perf.rescaled(*pair)))
+                              for name, pair in pairs.items()}
+    if windows:
+        by_window = [(end_s, perf.host_time_scale(w) if w.step_s >= MIN_WINDOW_BUSY_S else scale)
+                     for end_s, w in windows]
+        timed = TimedPerf(tuple((end_s, perf.rescaled(s, s)) for end_s, s in by_window))
+        calibrated["host_timed"] = ({"window_scales": [[end_s, round(s, 3)] for end_s, s in by_window]},
+                                    simulate(timed))
+    return calibrated
 
 
 def _comparison(real: list[dict[str, Any]], sim_ttft: dict[str, float | None]) -> dict[str, Any] | None:

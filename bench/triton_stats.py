@@ -10,11 +10,15 @@ request and per execution in between, ``queue_wait(before, after)`` into the mea
 
 ``engine_counters(metrics_address)`` reads the LLM engine's step counters from Triton's metrics
 port (``shunter_llm_*_total``, summed over models and instances); ``engine_busy(before, after)``
-turns two readings into what the engine did in between (``simulator.fitted_perf.EngineBusy``'s fields).
+turns two readings into what the engine did in between (``simulator.fitted_perf.EngineBusy``'s fields);
+``sample_engine_counters`` reads them every ``interval_s`` until told to stop (a run's timeline).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
 from dataclasses import dataclass
 
 import httpx
@@ -109,3 +113,19 @@ def engine_busy(before: dict[str, float] | None, after: dict[str, float] | None)
     if before is None or after is None:
         return None
     return {key: after[key] - before[key] for key in ENGINE_COUNTERS}
+
+
+async def sample_engine_counters(metrics_address: str, done: asyncio.Event,
+                                 interval_s: float = 10.0) -> list[tuple[float, dict[str, float]]]:
+    """``(seconds since the start, counters)`` every ``interval_s`` until ``done`` is set, and once
+    more then (readings that fail are skipped)."""
+    started = time.monotonic()
+    samples: list[tuple[float, dict[str, float]]] = []
+    while True:
+        counters = await engine_counters(metrics_address)
+        if counters is not None:
+            samples.append((time.monotonic() - started, counters))
+        if done.is_set():
+            return samples
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(done.wait(), interval_s)

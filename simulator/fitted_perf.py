@@ -13,17 +13,24 @@ their attention's terms, not the step overhead) scaled by ``served_prefill_facto
 (``bench.served_path``: a prompt's prefill served against the engine alone; 1 models the engine
 alone). The request's fixed path latency is not engine time: ``simulator.served_path``.
 
-``time_scale`` multiplies every iteration: the host's speed during one run against its speed when
-the profile was measured (``host_time_scale``: the engine's own busy time in that run, from its
-step counters, over what this model charges for the same steps). 1 is the profile as measured.
+The host's speed during one run against its speed when the profile was measured: the engine's
+own busy time in that run (its step counters, ``EngineBusy``) over what this model charges for the
+same steps, as one factor (``host_time_scale``) or as two, one for the prompt tokens' term and one
+for the rest (``host_time_scales``, least squares over the run's windows: a host that slows the
+decodes more than the prefills). ``rescaled`` is this model at such a speed, and ``TimedPerf``
+the model whose speed follows the host's over a run, window by window.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
-from dataclasses import dataclass, fields
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from simulator.perf_model import EngineLimits, IterationWork
 from simulator.step_fit import StepLaw, chunk_attention_positions
@@ -54,11 +61,10 @@ class FittedPerf:
     law: StepLaw
     served_decode_seq_s: float = 0.0
     served_prefill_factor: float = 1.0
-    time_scale: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.served_decode_seq_s < 0 or self.served_prefill_factor <= 0 or self.time_scale <= 0:
-            raise ValueError("served_decode_seq_s must be >= 0, served_prefill_factor and time_scale > 0")
+        if self.served_decode_seq_s < 0 or self.served_prefill_factor <= 0:
+            raise ValueError("served_decode_seq_s must be >= 0 and served_prefill_factor > 0")
 
     @property
     def limits(self) -> EngineLimits:
@@ -69,21 +75,48 @@ class FittedPerf:
         engine_s = self.law.step_s(work.prefill_tokens, work.decode_seqs, attention + work.decode_context_tokens)
         if self.served_prefill_factor != 1.0:
             engine_s += (self.served_prefill_factor - 1.0) * self._prefill_work_s(work.prefill_tokens, attention)
-        return self.time_scale * (engine_s + self.served_decode_seq_s * (work.decode_seqs + work.resting_decoders))
+        return engine_s + self.served_decode_seq_s * (work.decode_seqs + work.resting_decoders)
+
+    def modelled_parts_s(self, busy: EngineBusy) -> tuple[float, float]:
+        """What this model charges for the counted steps, as (the prompt tokens' term, the rest:
+        step overheads, decodes, attention, the served decode term). The few sequences resting in
+        short-prefill steps are not in the counters, and the served prefill factor applies to the
+        prompt tokens' term only (the counters do not split attention by phase): about 1 % of
+        the fidelity trace's busy time."""
+        law = self.law
+        prefill_s = self.served_prefill_factor * law.prefill_token_s * busy.prefill_tokens
+        rest_s = (law.busy_s(busy.steps, 0, busy.decode_tokens, busy.attention_positions)
+                  + self.served_decode_seq_s * busy.decode_tokens)
+        return prefill_s, rest_s
 
     def host_time_scale(self, busy: EngineBusy) -> float:
-        """The engine's measured busy time over what this model charges for the same steps: the
-        law on the counters' totals, plus the served terms (the decode term on the decoded tokens,
-        the prefill factor on the prompt tokens' term; the few sequences resting in short-prefill
-        steps and the prompts' attention are not in the counters and are left out, about 1 % of
-        this trace's busy time). Raise ValueError when no step was counted."""
+        """The measured busy time over the modelled one; raise ValueError when no step was counted."""
         if busy.steps <= 0 or busy.step_s <= 0:
             raise ValueError("the engine counted no steps")
+        return busy.step_s / sum(self.modelled_parts_s(busy))
+
+    def host_time_scales(self, windows: Sequence[EngineBusy]) -> tuple[float, float]:
+        """(prompt-token scale, rest scale) that best fit the windows' busy times (least squares on
+        relative error); the one factor of all windows together for both when the fit is not
+        positive or there are fewer than 3 windows. Raise ValueError when no step was counted."""
+        total = EngineBusy(*(sum(getattr(w, f.name) for w in windows) for f in fields(EngineBusy)))
+        uniform = self.host_time_scale(total)
+        if len(windows) < 3:
+            return uniform, uniform
+        parts = np.array([self.modelled_parts_s(w) for w in windows])
+        measured = np.array([w.step_s for w in windows])
+        solution, *_ = np.linalg.lstsq(parts / measured[:, None], np.ones(len(windows)), rcond=None)
+        if np.any(solution <= 0):
+            return uniform, uniform
+        return float(solution[0]), float(solution[1])
+
+    def rescaled(self, prefill_scale: float, rest_scale: float) -> FittedPerf:
+        """This model with its prompt tokens' term times ``prefill_scale`` and every other term
+        (step overhead, decodes, attention, the served decode term) times ``rest_scale``."""
         law = self.law
-        modelled_s = (law.busy_s(busy.steps, busy.prefill_tokens, busy.decode_tokens, busy.attention_positions)
-                      + (self.served_prefill_factor - 1.0) * law.prefill_token_s * busy.prefill_tokens
-                      + self.served_decode_seq_s * busy.decode_tokens)
-        return busy.step_s / modelled_s
+        scaled = StepLaw(law.overhead_s * rest_scale, law.prefill_token_s * prefill_scale,
+                         law.decode_seq_s * rest_scale, law.attention_s_per_ktoken * rest_scale)
+        return replace(self, law=scaled, served_decode_seq_s=self.served_decode_seq_s * rest_scale)
 
     def _prefill_work_s(self, prompt_tokens: int, attention_positions: float) -> float:
         """The law's prefill terms of a step: its prompt tokens and their attended positions."""
@@ -125,6 +158,28 @@ class FittedPerf:
         served = data.get("served", {})
         return cls(engine, StepLaw.from_json(data["step_law"]), float(served.get("decode_seq_s", 0.0)),
                    float(served.get("prefill_factor", 1.0)))
+
+
+@dataclass(frozen=True)
+class TimedPerf:
+    """``LlmPerfModel`` of an engine on a host whose speed changes over a run: ``windows`` are
+    ``(end_s, model)`` in time order, and an iteration runs at the model of the window its start
+    falls in (the last one's after the end). A multi-step decode segment runs at its start's."""
+
+    windows: tuple[tuple[float, FittedPerf], ...]
+
+    def __post_init__(self) -> None:
+        ends = [end_s for end_s, _ in self.windows]
+        if not ends or ends != sorted(ends):
+            raise ValueError("a timed model needs windows in time order")
+
+    @property
+    def limits(self) -> EngineLimits:
+        return self.windows[0][1].limits
+
+    def iteration_s(self, work: IterationWork) -> float:
+        index = bisect.bisect_left(self.windows, work.start_s, key=lambda window: window[0])
+        return self.windows[min(index, len(self.windows) - 1)][1].iteration_s(work)
 
 
 def load_fitted_perf(path: Path) -> FittedPerf:

@@ -230,15 +230,16 @@ class LlmWorker:
             resting, decoders = len(decoders), []  # a short-prefill iteration holds no decodes
         kv = sum(s.kv_tokens for s in self.running)
         context = sum(s.kv_tokens - 1 for s in decoders)
+        now = self.loop.now
         if chunks:
             steps = 1
-            work = IterationWork(tuple((s.prefilled, c) for s, c in chunks), len(decoders), context, kv, resting)
+            work = IterationWork(tuple((s.prefilled, c) for s, c in chunks), len(decoders), context, kv, resting,
+                                 start_s=now)
         else:
             steps = self._decode_steps(decoders)
             growth = len(decoders) * (steps - 1) // 2  # the KV read at the segment's mid-point
-            work = IterationWork((), len(decoders), context + growth, kv + growth)
+            work = IterationWork((), len(decoders), context + growth, kv + growth, start_s=now)
         step_s = self.perf.iteration_s(work)
-        now = self.loop.now
         event = self.loop.at(now + steps * step_s, STEP, self._end)
         self._segment = _Segment(now, step_s, steps, tuple(chunks), tuple(decoders), event)
 

@@ -49,13 +49,15 @@ class IterationWork:
     sequences whose contexts sum to ``decode_context_tokens``, and ``kv_tokens`` cached tokens
     in the running sequences (the KV an iteration reads). ``resting_decoders``: decoding sequences
     that sit this iteration out (a short-prefill-first one); the engine does no work for them, but
-    their previous tokens' responses are still on their way out while it runs."""
+    their previous tokens' responses are still on their way out while it runs. ``start_s``: when
+    it starts (virtual seconds), for a model whose speed changes over a run."""
 
     prefill_chunks: tuple[tuple[int, int], ...]
     decode_seqs: int
     decode_context_tokens: int
     kv_tokens: int
     resting_decoders: int = 0
+    start_s: float = 0.0
 
     @property
     def prefill_tokens(self) -> int:

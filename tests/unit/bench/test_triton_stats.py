@@ -1,4 +1,15 @@
-from bench.triton_stats import TritonCounts, batch_shape, engine_busy, engine_counter_totals, queue_wait
+import asyncio
+import http.server
+import threading
+
+from bench.triton_stats import (
+    TritonCounts,
+    batch_shape,
+    engine_busy,
+    engine_counter_totals,
+    queue_wait,
+    sample_engine_counters,
+)
 
 
 def test_batch_shape_is_rows_per_request_and_per_execution_between_two_readings() -> None:
@@ -54,3 +65,35 @@ def test_engine_counters_are_summed_over_models_and_their_growth_is_the_engines_
 
 def test_a_page_without_the_step_counters_gives_none() -> None:
     assert engine_counter_totals(PAGE.split("# TYPE shunter_llm_step_seconds")[0]) is None
+
+
+class _Metrics(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = PAGE.encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_the_counters_are_sampled_until_the_run_is_done_and_once_more_then() -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Metrics)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        async def run() -> list[tuple[float, dict[str, float]]]:
+            done = asyncio.Event()
+            sampler = asyncio.create_task(sample_engine_counters(f"127.0.0.1:{server.server_port}", done, 0.05))
+            await asyncio.sleep(0.3)
+            done.set()
+            return await asyncio.wait_for(sampler, 5)
+        samples = asyncio.run(run())
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert 3 <= len(samples) <= 10
+    assert [t for t, _ in samples] == sorted(t for t, _ in samples)
+    assert all(counters["steps"] == 15 for _, counters in samples)
