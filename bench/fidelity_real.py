@@ -19,7 +19,8 @@ over the whole trace, and over the requests sent before other processes first to
 15 % of the cores in a 2 s window (llama.cpp slows by up to 10 x under such contention).
 ``replay`` keeps the scheduling config it ran with (``scheduling.yaml`` next to its results; another
 one for an A/B with ``--scheduling``), and ``simulate`` schedules with that file when it is there
-(the project's otherwise), so a replay is re-simulated with the gateway settings it really had.
+(the project's otherwise), so a replay is re-simulated with the gateway settings it really had
+(``simulate --scheduling FILE --result NAME``: with other settings, into another file).
 
 ``replay`` also reads the engine's step counters (``bench.triton_stats.engine_counters``) every
 ``ENGINE_SAMPLE_S`` while the trace runs: the engine's busy time and the totals of what its steps
@@ -177,10 +178,15 @@ def replay_requests(items: list[dict[str, Any]], results: list[dict[str, Any]],
 
 @app.command()
 def simulate(out: Out = OUT, profile: Annotated[Path, typer.Option(help="fitted worker profile")] =
-             OUT / "cpu_worker_profile.json", base_port: BasePort = 29100) -> None:
+             OUT / "cpu_worker_profile.json", base_port: BasePort = 29100,
+             scheduling: Annotated[Path | None, typer.Option(
+                 help="schedule with this scheduling.yaml, not the one the replay ran with")] = None,
+             result: Annotated[str, typer.Option(help="file name of the result in --out")] = "fidelity_real.json",
+             ) -> None:
     """Simulate the replayed requests with the fitted worker; compare TTFT with the real run."""
-    write_config(PROJECT_ROOT / "config", SIM_CONFIG_DIR, base_port, scheduling_file=
-                 out / "scheduling.yaml" if (out / "scheduling.yaml").exists() else None)
+    recorded = out / "scheduling.yaml"
+    write_config(PROJECT_ROOT / "config", SIM_CONFIG_DIR, base_port,
+                 scheduling_file=scheduling or (recorded if recorded.exists() else None))
     items = json.loads((out / "fidelity_real_trace.json").read_text())["requests"]
     replayed = json.loads((out / "fidelity_real_replay.json").read_text())
     real = replayed["results"]
@@ -210,7 +216,7 @@ def simulate(out: Out = OUT, profile: Annotated[Path, typer.Option(help="fitted 
                 "before_contention": _comparison([r for r in real if r["sent_s"] < quiet_until_s], sim_ttft)
                 if timeline else None,
                 **{name: {**scales, **(_comparison(real, ttft) or {})} for name, (scales, ttft) in calibrated.items()}}
-    _write(out / "fidelity_real.json", {"headline": headline, "requests": rows})
+    _write(out / result, {"headline": headline, "requests": rows})
     print(json.dumps(headline, indent=1))
 
 
