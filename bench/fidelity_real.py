@@ -70,6 +70,7 @@ from gateway.tokenization import LlmTokenizer
 from scheduling.scheduler import build_scheduler
 from simulator.fitted_perf import EngineBusy, FittedPerf, TimedPerf
 from simulator.perf_model import LlmPerfModel
+from simulator.records import RequestRecord
 from simulator.replay_sim import GatewaySetup, ReplayRequest, compare_ttft, simulate_replay
 from simulator.served_path import ServedPath
 
@@ -198,7 +199,7 @@ def simulate(out: Out = OUT, profile: Annotated[Path, typer.Option(help="fitted 
     records = simulate_replay(requests, setup, perf, path)
     sim_ttft = {r.request_id: r.ttft_s for r in records}
     calibrated = _host_calibrations(replayed, perf, lambda model: {
-        r.request_id: r.ttft_s for r in simulate_replay(requests, setup, model, path)})
+        r.request_id: r for r in simulate_replay(requests, setup, model, path)})
     timeline = replayed.get("contention", {}).get("timeline_others_share", [])
     quiet_until_s = next((t - CONTENTION_WINDOW_S for t, share in timeline if share > QUIET_SHARE), math.inf)
     real_by_id = {r["request_id"]: r for r in real}
@@ -207,7 +208,7 @@ def simulate(out: Out = OUT, profile: Annotated[Path, typer.Option(help="fitted 
              "real_sent_s": real_by_id[r.request_id]["sent_s"], "real_ttft_s": real_by_id[r.request_id]["ttft_s"],
              "real_gateway_queue_s": real_by_id[r.request_id].get("gateway_queue_s"),
              "sim_outcome": r.outcome, "sim_ttft_s": r.ttft_s,
-             **{f"sim_{name}_ttft_s": ttft.get(r.request_id) for name, (_, ttft) in calibrated.items()},
+             **{f"sim_{name}_ttft_s": by_id[r.request_id].ttft_s for name, (_, by_id) in calibrated.items()},
              "sim_gateway_queue_s": None if r.dispatch_s is None else r.dispatch_s - r.arrival_s}
             for r in records]
     headline = {"all": _comparison(real, sim_ttft), "sim_outcomes": _count(r.outcome for r in records),
@@ -215,7 +216,9 @@ def simulate(out: Out = OUT, profile: Annotated[Path, typer.Option(help="fitted 
                 "quiet_until_s": None if math.isinf(quiet_until_s) else quiet_until_s,
                 "before_contention": _comparison([r for r in real if r["sent_s"] < quiet_until_s], sim_ttft)
                 if timeline else None,
-                **{name: {**scales, **(_comparison(real, ttft) or {})} for name, (scales, ttft) in calibrated.items()}}
+                **{name: {**scales, "sim_outcomes": _count(r.outcome for r in by_id.values()),
+                          **(_comparison(real, {i: r.ttft_s for i, r in by_id.items()}) or {})}
+                   for name, (scales, by_id) in calibrated.items()}}
     _write(out / result, {"headline": headline, "requests": rows})
     print(json.dumps(headline, indent=1))
 
@@ -230,13 +233,13 @@ def _busy_windows(timeline: list[list[Any]]) -> list[tuple[float, EngineBusy]]:
     return windows
 
 
-Calibrated = dict[str, tuple[dict[str, Any], dict[str, float | None]]]
+Calibrated = dict[str, tuple[dict[str, Any], dict[str, RequestRecord]]]
 
 
 def _host_calibrations(replayed: dict[str, Any], perf: FittedPerf,
-                       simulate: Callable[[LlmPerfModel], dict[str, float | None]]) -> Calibrated:
-    """The TTFTs simulated at the replay's host speed as the engine measured it, by name, each
-    with the scales it used: ``host_calibrated``, the engine's busy time over the whole replay
+                       simulate: Callable[[LlmPerfModel], dict[str, RequestRecord]]) -> Calibrated:
+    """The records (by request id) simulated at the replay's host speed as the engine measured it,
+    by name, each with the scales it used: ``host_calibrated``, the engine's busy time over the whole replay
     against the model's (one factor); ``host_calibrated_by_phase``, a factor for the prompt tokens
     and one for the rest (``FittedPerf.host_time_scales`` over the windows); ``host_timed``, one
     factor per window (``TimedPerf``; a window busy less than ``MIN_WINDOW_BUSY_S``, mostly step
