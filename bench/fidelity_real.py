@@ -25,10 +25,10 @@ one for an A/B with ``--scheduling``), and ``simulate`` schedules with that file
 ``replay`` also reads the engine's step counters (``bench.triton_stats.engine_counters``) every
 ``ENGINE_SAMPLE_S`` while the trace runs: the engine's busy time and the totals of what its steps
 fed. ``simulate`` sets them against the fitted model (``FittedPerf.host_time_scale``) and adds
-three comparisons at the host's speed during the replay, as the engine measured it: one factor
-for the whole replay (``host_calibrated``), one for the prompt tokens and one for the rest
-(``host_calibrated_by_phase``), and one factor per window (``host_timed``). They separate what the
-simulator gets wrong from how far the host's speed moved since the profile was fitted.
+two comparisons at the host's speed during the replay, as the engine measured it: one factor
+for the whole replay (``host_calibrated``) and one factor per window (``host_timed``). They
+separate what the simulator gets wrong from how far the host's speed moved since the profile was
+fitted.
 """
 
 from __future__ import annotations
@@ -239,27 +239,21 @@ Calibrated = dict[str, tuple[dict[str, Any], dict[str, RequestRecord]]]
 def _host_calibrations(replayed: dict[str, Any], perf: FittedPerf,
                        simulate: Callable[[LlmPerfModel], dict[str, RequestRecord]]) -> Calibrated:
     """The records (by request id) simulated at the replay's host speed as the engine measured it,
-    by name, each with the scales it used: ``host_calibrated``, the engine's busy time over the whole replay
-    against the model's (one factor); ``host_calibrated_by_phase``, a factor for the prompt tokens
-    and one for the rest (``FittedPerf.host_time_scales`` over the windows); ``host_timed``, one
-    factor per window (``TimedPerf``; a window busy less than ``MIN_WINDOW_BUSY_S``, mostly step
-    overhead and noise, takes the whole replay's). Empty when the replay counted no steps (an
-    engine without step counters)."""
+    by name, each with the scales it used: ``host_calibrated``, the engine's busy time over the
+    whole replay against the model's (one factor); ``host_timed``, one factor per window
+    (``TimedPerf``; a window busy less than ``MIN_WINDOW_BUSY_S``, mostly step overhead and noise,
+    takes the whole replay's). Empty when the replay counted no steps (an engine without step
+    counters)."""
     busy = replayed.get("engine_busy")
     if not busy or busy.get("steps", 0) <= 0:
         return {}
     scale = perf.host_time_scale(EngineBusy.from_json(busy))
+    calibrated: Calibrated = {"host_calibrated": ({"time_scale": scale}, simulate(perf.rescaled(scale)))}
     windows = _busy_windows(replayed.get("engine_timeline") or [])
-    measured = [w for _, w in windows if w.step_s >= MIN_WINDOW_BUSY_S]
-    pairs = {"host_calibrated": (scale, scale)}
-    if measured:
-        pairs["host_calibrated_by_phase"] = perf.host_time_scales(measured)
-    calibrated: Calibrated = {name: ({"prefill_scale": pair[0], "rest_scale": pair[1]}, simulate(perf.rescaled(*pair)))
-                              for name, pair in pairs.items()}
     if windows:
         by_window = [(end_s, perf.host_time_scale(w) if w.step_s >= MIN_WINDOW_BUSY_S else scale)
                      for end_s, w in windows]
-        timed = TimedPerf(tuple((end_s, perf.rescaled(s, s)) for end_s, s in by_window))
+        timed = TimedPerf(tuple((end_s, perf.rescaled(s)) for end_s, s in by_window))
         calibrated["host_timed"] = ({"window_scales": [[end_s, round(s, 3)] for end_s, s in by_window]},
                                     simulate(timed))
     return calibrated

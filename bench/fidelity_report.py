@@ -51,7 +51,7 @@ def row(folder: Path) -> str:
     cells = [folder.name.removeprefix("fidelity_real_run"), str(speed),
              f"{real['real_p50_s']:.3f} / {real['real_p99_s']:.2f}", _pair(real)]
     scales = [s for _, s in timed["window_scales"]] if timed else []
-    cells.append(f"{whole['prefill_scale']:.2f}; " + (f"{min(scales):.2f}-{max(scales):.2f}" if scales else "-")
+    cells.append(f"{whole['time_scale']:.2f}; " + (f"{min(scales):.2f}-{max(scales):.2f}" if scales else "-")
                  if whole else "-")
     cells += [_pair(timed) if timed else "-", f"{_yes(real)} / {_yes(timed)}"]
     ratios = [r["sim_host_timed_ttft_s"] / r["real_ttft_s"] for r in result["requests"]

@@ -15,22 +15,17 @@ alone). The request's fixed path latency is not engine time: ``simulator.served_
 
 The host's speed during one run against its speed when the profile was measured: the engine's
 own busy time in that run (its step counters, ``EngineBusy``) over what this model charges for the
-same steps, as one factor (``host_time_scale``) or as two, one for the prompt tokens' term and one
-for the rest (``host_time_scales``, least squares over the run's windows: a host that slows the
-decodes more than the prefills). ``rescaled`` is this model at such a speed, and ``TimedPerf``
-the model whose speed follows the host's over a run, window by window.
+same steps (``host_time_scale``). ``rescaled`` is this model at such a speed, and ``TimedPerf`` the
+model whose speed follows the host's over a run, window by window.
 """
 
 from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from simulator.perf_model import EngineLimits, IterationWork
 from simulator.step_fit import StepLaw, chunk_attention_positions
@@ -77,46 +72,29 @@ class FittedPerf:
             engine_s += (self.served_prefill_factor - 1.0) * self._prefill_work_s(work.prefill_tokens, attention)
         return engine_s + self.served_decode_seq_s * (work.decode_seqs + work.resting_decoders)
 
-    def modelled_parts_s(self, busy: EngineBusy) -> tuple[float, float]:
-        """What this model charges for the counted steps, as (the prompt tokens' term, the rest:
-        step overheads, decodes, attention, the served decode term). The few sequences resting in
-        short-prefill steps are not in the counters, and the served prefill factor applies to the
-        prompt tokens' term only (the counters do not split attention by phase): about 1 % of
-        the fidelity trace's busy time."""
+    def modelled_busy_s(self, busy: EngineBusy) -> float:
+        """What this model charges for the counted steps: the law on the counters' totals plus the
+        served terms. The few sequences resting in short-prefill steps are not in the counters, and
+        the served prefill factor applies to the prompt tokens' term only (the counters do not split
+        attention by phase): about 1 % of the fidelity trace's busy time."""
         law = self.law
-        prefill_s = self.served_prefill_factor * law.prefill_token_s * busy.prefill_tokens
-        rest_s = (law.busy_s(busy.steps, 0, busy.decode_tokens, busy.attention_positions)
-                  + self.served_decode_seq_s * busy.decode_tokens)
-        return prefill_s, rest_s
+        return (law.busy_s(busy.steps, busy.prefill_tokens, busy.decode_tokens, busy.attention_positions)
+                + (self.served_prefill_factor - 1.0) * law.prefill_token_s * busy.prefill_tokens
+                + self.served_decode_seq_s * busy.decode_tokens)
 
     def host_time_scale(self, busy: EngineBusy) -> float:
         """The measured busy time over the modelled one; raise ValueError when no step was counted."""
         if busy.steps <= 0 or busy.step_s <= 0:
             raise ValueError("the engine counted no steps")
-        return busy.step_s / sum(self.modelled_parts_s(busy))
+        return busy.step_s / self.modelled_busy_s(busy)
 
-    def host_time_scales(self, windows: Sequence[EngineBusy]) -> tuple[float, float]:
-        """(prompt-token scale, rest scale) that best fit the windows' busy times (least squares on
-        relative error); the one factor of all windows together for both when the fit is not
-        positive or there are fewer than 3 windows. Raise ValueError when no step was counted."""
-        total = EngineBusy(*(sum(getattr(w, f.name) for w in windows) for f in fields(EngineBusy)))
-        uniform = self.host_time_scale(total)
-        if len(windows) < 3:
-            return uniform, uniform
-        parts = np.array([self.modelled_parts_s(w) for w in windows])
-        measured = np.array([w.step_s for w in windows])
-        solution, *_ = np.linalg.lstsq(parts / measured[:, None], np.ones(len(windows)), rcond=None)
-        if np.any(solution <= 0):
-            return uniform, uniform
-        return float(solution[0]), float(solution[1])
-
-    def rescaled(self, prefill_scale: float, rest_scale: float) -> FittedPerf:
-        """This model with its prompt tokens' term times ``prefill_scale`` and every other term
-        (step overhead, decodes, attention, the served decode term) times ``rest_scale``."""
+    def rescaled(self, scale: float) -> FittedPerf:
+        """This model with every term (the law's and the served decode term) times ``scale``: the
+        same engine on a host ``scale`` times slower."""
         law = self.law
-        scaled = StepLaw(law.overhead_s * rest_scale, law.prefill_token_s * prefill_scale,
-                         law.decode_seq_s * rest_scale, law.attention_s_per_ktoken * rest_scale)
-        return replace(self, law=scaled, served_decode_seq_s=self.served_decode_seq_s * rest_scale)
+        scaled = StepLaw(law.overhead_s * scale, law.prefill_token_s * scale, law.decode_seq_s * scale,
+                         law.attention_s_per_ktoken * scale)
+        return replace(self, law=scaled, served_decode_seq_s=self.served_decode_seq_s * scale)
 
     def _prefill_work_s(self, prompt_tokens: int, attention_positions: float) -> float:
         """The law's prefill terms of a step: its prompt tokens and their attended positions."""

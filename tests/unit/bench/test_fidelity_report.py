@@ -14,7 +14,7 @@ def _folder(tmp_path: Path) -> Path:
     folder = tmp_path / "fidelity_real_run7"
     folder.mkdir()
     (folder / "scheduling.yaml").write_text("capacity_profiles:\n  cpu: {prefill_tokens_per_s: 320}\n")
-    headline = {"all": _entry(0.3, 6.0), "host_calibrated": {"prefill_scale": 1.3, "rest_scale": 1.3},
+    headline = {"all": _entry(0.3, 6.0), "host_calibrated": {"time_scale": 1.3},
                 "host_timed": {**_entry(0.55, 11.0), "window_scales": [[10.0, 1.2], [20.0, 1.6]]}}
     requests = [{"real_ttft_s": 1.0, "sim_host_timed_ttft_s": ratio} for ratio in (0.7, 1.0, 1.1, 1.2)]
     (folder / "fidelity_real.json").write_text(json.dumps({"headline": headline, "requests": requests}))

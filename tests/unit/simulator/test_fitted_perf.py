@@ -186,9 +186,9 @@ def test_the_worker_tells_a_short_prefill_iteration_how_many_decoders_rest() -> 
 def test_rescaling_one_factor_multiplies_every_iteration_served_terms_included() -> None:
     served = FittedPerf(LIMITS, LAW, served_decode_seq_s=0.002, served_prefill_factor=0.9)
     work = IterationWork(((100, 63),), decode_seqs=2, decode_context_tokens=300, kv_tokens=0)
-    assert served.rescaled(1.25, 1.25).iteration_s(work) == pytest.approx(1.25 * served.iteration_s(work))
+    assert served.rescaled(1.25).iteration_s(work) == pytest.approx(1.25 * served.iteration_s(work))
     decode_only = IterationWork((), 8, 800, 800)
-    assert served.rescaled(3.0, 1.25).iteration_s(decode_only) == pytest.approx(1.25 * served.iteration_s(decode_only))
+    assert served.rescaled(1.25).iteration_s(decode_only) == pytest.approx(1.25 * served.iteration_s(decode_only))
 
 
 def test_the_host_time_scale_is_the_measured_busy_time_over_the_modelled_one() -> None:
@@ -206,30 +206,8 @@ def test_the_host_time_scale_is_the_measured_busy_time_over_the_modelled_one() -
         served.host_time_scale(replace(busy, steps=0))
 
 
-def _window(perf: FittedPerf, prompt_tokens: int, decode_steps: int, prefill_scale: float,
-            rest_scale: float) -> EngineBusy:
-    """A window of ``decode_steps`` 4-sequence decode steps and one step per 63 prompt tokens, timed
-    as ``perf`` with its prompt tokens' term and the rest scaled."""
-    steps = -(-prompt_tokens // 63) + decode_steps
-    busy = EngineBusy(steps, 0.0, prompt_tokens, 4 * decode_steps, 400.0 * decode_steps)
-    prefill_s, rest_s = perf.modelled_parts_s(busy)
-    return replace(busy, step_s=prefill_scale * prefill_s + rest_scale * rest_s)
-
-
-def test_the_two_host_scales_are_recovered_from_windows_of_different_mixes() -> None:
-    served = FittedPerf(LIMITS, LAW, served_decode_seq_s=0.002, served_prefill_factor=0.9)
-    windows = [_window(served, p, d, 1.1, 1.5) for p, d in ((630, 20), (100, 200), (1260, 5), (300, 90))]
-    assert served.host_time_scales(windows) == pytest.approx((1.1, 1.5))
-    two = windows[:2]
-    together = EngineBusy(*(sum(getattr(w, f) for w in two) for f in ("steps", "step_s", "prefill_tokens",
-                                                                       "decode_tokens", "attention_positions")))
-    uniform = served.host_time_scale(together)
-    assert served.host_time_scales(two) == pytest.approx((uniform, uniform))  # too few windows for two factors
-    assert 1.1 < uniform < 1.5
-
-
 def test_a_timed_model_runs_each_iteration_at_the_speed_of_the_window_it_starts_in() -> None:
-    timed = TimedPerf(((10.0, PERF), (20.0, PERF.rescaled(2.0, 2.0))))
+    timed = TimedPerf(((10.0, PERF), (20.0, PERF.rescaled(2.0))))
     work = IterationWork(((0, 63),), 2, 200, 263)
     assert timed.limits == PERF.limits
     assert timed.iteration_s(replace(work, start_s=5.0)) == PERF.iteration_s(work)
@@ -240,6 +218,6 @@ def test_a_timed_model_runs_each_iteration_at_the_speed_of_the_window_it_starts_
 
 
 def test_the_simulated_engine_tells_the_model_when_each_iteration_starts() -> None:
-    slow_later = TimedPerf(((1.0, PERF), (1e9, PERF.rescaled(3.0, 3.0))))
+    slow_later = TimedPerf(((1.0, PERF), (1e9, PERF.rescaled(3.0))))
     early, late = _run(slow_later, [("a", 0.0, 130, 1)]), _run(slow_later, [("b", 5.0, 130, 1)])
     assert late.first["b"] - 5.0 == pytest.approx(3 * early.first["a"])
