@@ -48,7 +48,7 @@ from bench.cpu import EngineIsolation, component_seconds, isolation_entry, renic
 from bench.report import machine_facts
 from bench.run import command_line, log
 from bench.stack import BENCH_RESULTS, IsolateEngine, StackOptions, bench_stack, isolation_if
-from bench.triton_stats import queue_wait, triton_counts
+from bench.triton_stats import engine_busy, engine_counters, queue_wait, triton_counts
 from control.paths import StackPaths
 
 app = typer.Typer(add_completion=False)
@@ -174,20 +174,47 @@ def streaming_spans(cycles: list[Cycle], window: list[Cycle]) -> list[list[float
     return rows
 
 
-def window_meter(triton_http: str, own_pids: list[int]) -> WindowMeter:
-    """Over a window: others' share of the cores (``bench.contention``) and the mean time a chat
-    request waited in Triton's own queue before the model's ``execute`` got it."""
+def window_meter(triton_http: str, own_pids: list[int], triton_metrics: str | None = None) -> WindowMeter:
+    """Over a window: others' share of the cores (``bench.contention``), the mean time a chat
+    request waited in Triton's own queue before the model's ``execute`` got it, and what the chat
+    engine's step counters say of it (``engine_window``)."""
     async def start() -> Callable[[], Awaitable[dict[str, float]]]:
         watch, before = CpuWatch(own_pids), await triton_counts(triton_http, "chat")
+        counters_before = await engine_counters(triton_metrics) if triton_metrics else None
+        started = time.perf_counter()
 
         async def stop() -> dict[str, float]:
             figures = {"others_share": round(watch.stop()["others_share"], 4)}
             waited = queue_wait(before, await triton_counts(triton_http, "chat"))
             if waited is not None:
                 figures["triton_queue_ms_per_request"] = waited["mean_wait_ms"]
+            grown = engine_busy(counters_before, await engine_counters(triton_metrics) if triton_metrics else None)
+            if grown is not None:
+                figures.update(engine_window(grown, time.perf_counter() - started))
             return figures
         return stop
     return start
+
+
+ENGINE_WINDOW_KEYS = ("engine_busy_share", "engine_steps_per_s", "engine_step_ms",
+                      "engine_prefill_tokens_per_step", "engine_decode_tokens_per_step",
+                      "engine_attention_positions_per_step")
+
+
+def engine_window(grown: dict[str, float], window_s: float) -> dict[str, float]:
+    """The engine's side of a window from what its counters grew by: the share of the window it
+    spent in steps, its steps per second, the mean step (ms), and the prompt and decode tokens per
+    step (the latter is the mean number of sequences decoding) and the KV positions attended per
+    step (how long those sequences' contexts were)."""
+    steps = grown["steps"]
+    per_step = (lambda key: round(grown[key] / steps, 2)) if steps else (lambda key: 0.0)
+    figures = {"engine_busy_share": round(grown["step_s"] / window_s, 4) if window_s > 0 else 0.0,
+               "engine_steps_per_s": round(steps / window_s, 2) if window_s > 0 else 0.0,
+               "engine_step_ms": round(1000.0 * grown["step_s"] / steps, 2) if steps else 0.0,
+               "engine_prefill_tokens_per_step": per_step("prefill_tokens"),
+               "engine_decode_tokens_per_step": per_step("decode_tokens"),
+               "engine_attention_positions_per_step": per_step("attention_positions")}
+    return figures
 
 
 def _ceiling(streams: list[int], isolation: EngineIsolation | None) -> list[dict[str, float]]:
@@ -293,7 +320,8 @@ def _cycle_row(served: list[dict[str, Any]]) -> dict[str, float]:
     return {"itl_token_mean_ms": median_of("itl_token_mean_ms"), "tail_p50_ms": pooled("tail_ms"),
             "turnaround_p50_ms": pooled("turnaround_ms"),
             "triton_queue_ms_per_request": median_of("triton_queue_ms_per_request"),
-            "others_share_max": max(shares) if shares else math.nan}
+            "others_share_max": max(shares) if shares else math.nan,
+            **{key: median_of(key) for key in ENGINE_WINDOW_KEYS}}
 
 
 def _median_by_key(samples: list[dict[str, float]]) -> dict[str, float]:
@@ -329,6 +357,12 @@ def markdown(rows: list[dict[str, Any]], result: dict[str, Any]) -> str:
                  f"{r['turnaround_p50_ms']:.2f} | {r['triton_queue_ms_per_request']:.1f} | "
                  f"{r['others_share_max']:.1%} |"
                  for r in rows)
+    lines.extend(["", "| streams | engine busy share | steps/s | step ms | prompt tokens/step "
+                  "| decoding sequences/step | attended positions/step |", "|---:|---:|---:|---:|---:|---:|---:|"])
+    lines.extend(f"| {r['streams']} | {r['engine_busy_share']:.1%} | {r['engine_steps_per_s']:.1f} | "
+                 f"{r['engine_step_ms']:.1f} | {r['engine_prefill_tokens_per_step']:.1f} | "
+                 f"{r['engine_decode_tokens_per_step']:.1f} | {r['engine_attention_positions_per_step']:.0f} |"
+                 for r in rows)
     lines.append("")
     for label, suffix in (("same question each time", ""), ("a new question each time", "_new_question")):
         idle = statistics.median(result[f"ttft_idle{suffix}_ms"])
@@ -348,7 +382,11 @@ def main(out: Annotated[Path, typer.Option(help="JSON report.")] = BENCH_RESULTS
          yield_to_engine: Annotated[bool, typer.Option(
              help="Run the gateway and this load generator at nice 10, so the engine's threads get a "
                   "core whenever they are runnable, as on a worker host of their own.")] = False,
-         isolate_engine: IsolateEngine = False) -> None:
+         isolate_engine: IsolateEngine = False,
+         scheduling: Annotated[Path | None, typer.Option(
+             exists=True, dir_okay=False,
+             help="A scheduling.yaml for the stack instead of the shipped one (an A/B of gateway settings).")] = None,
+         ) -> None:
     """See the module docstring."""
     counts = [int(s) for s in streams.split(",") if s.strip()]
     isolation = isolation_if(isolate_engine)
@@ -361,7 +399,7 @@ def main(out: Annotated[Path, typer.Option(help="JSON report.")] = BENCH_RESULTS
         state.mkdir()
         (state / "artifacts").symlink_to(StackPaths().artifacts.resolve())
         options = StackOptions(config_dir=Path(tmp) / "config", repository=Path(tmp) / "repository", state_dir=state,
-                               isolation=isolation)
+                               isolation=isolation, scheduling_file=scheduling)
         with bench_stack(options, log=lambda m: log(str(m))) as endpoints:
             if yield_to_engine and endpoints.gateway_pid is not None:
                 for pid in (endpoints.gateway_pid, os.getpid()):
@@ -372,7 +410,7 @@ def main(out: Annotated[Path, typer.Option(help="JSON report.")] = BENCH_RESULTS
 
             own = [pid for pid in (endpoints.gateway_pid, endpoints.triton_pid) if pid is not None]
             asyncio.run(_measure(endpoints.gateway_url, api_key, counts, repeats, (warmup_s, duration_s), result,
-                                 cpu, window_meter(endpoints.triton_http, own), isolation))
+                                 cpu, window_meter(endpoints.triton_http, own, endpoints.triton_metrics), isolation))
     result["elapsed_s"] = round(time.time() - started, 1)
     result["summary"] = summarize(result, counts)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,8 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from bench.chat import StreamTiming, timing
-from bench.continuous import Cycle, closed_loop, cycle_figures, streaming_spans
+from bench.continuous import ENGINE_WINDOW_KEYS, Cycle, closed_loop, cycle_figures, engine_window, streaming_spans
+from bench.triton_stats import ENGINE_COUNTERS
 
 CHUNK_GAP_S = 0.01
 
@@ -84,3 +85,16 @@ def test_streaming_spans_count_who_decoded_alongside_and_whose_prefill_fell_insi
     c = Cycle(2, 0.8, [0.9, 1.0], ended=1.05)
     rows = streaming_spans([a, b, c], [a])
     assert rows == [pytest.approx([1.0, 2.0, 1.0 + 0.5 + 0.1, 2.0])]
+
+
+def test_the_engine_window_reads_busy_share_step_time_and_batch_from_the_counters() -> None:
+    grown = {**dict.fromkeys(ENGINE_COUNTERS, 0.0),
+             "steps": 200.0, "step_s": 6.0, "prefill_tokens": 500.0, "decode_tokens": 2400.0,
+             "attention_positions": 300000.0}
+    figures = engine_window(grown, 10.0)
+    assert tuple(figures) == ENGINE_WINDOW_KEYS
+    assert figures == {"engine_busy_share": 0.6, "engine_steps_per_s": 20.0, "engine_step_ms": 30.0,
+                       "engine_prefill_tokens_per_step": 2.5, "engine_decode_tokens_per_step": 12.0,
+                       "engine_attention_positions_per_step": 1500.0}
+    idle = engine_window(dict.fromkeys(grown, 0.0), 10.0)
+    assert idle["engine_busy_share"] == 0.0 and idle["engine_step_ms"] == 0.0
