@@ -25,6 +25,7 @@ from pathlib import Path
 import jinja2
 
 from control.config import ModelSpec, StackConfig, WorkloadKind
+from python_backends.chat.engine_config import DEFAULT_THREADS
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES_DIR = PROJECT_ROOT / "triton_configs"
@@ -79,6 +80,8 @@ def render_configs(model: ModelSpec, gpu_type: str, versions: Sequence[int] | No
     env = _environment()
     versions = sorted(versions) if versions else [model.version]
     if not uses_trtllm(model, gpu_type):
+        if model.kind is WorkloadKind.LLM:
+            model = share_engine_threads(model, len(versions))
         template = env.get_template(f"{model.kind.value}.pbtxt.j2")
         return {model.name: _tidy(template.render(model=model, gpu_type=gpu_type, versions=versions))}
     names = {step: f"{model.name}_{step}" for step in _TRTLLM_STEPS}
@@ -89,6 +92,26 @@ def render_configs(model: ModelSpec, gpu_type: str, versions: Sequence[int] | No
         template = env.get_template(f"llm_trtllm/{step}.pbtxt.j2")
         configs[name] = _tidy(template.render(model=model, name=name, trtllm=settings, versions=versions))
     return configs
+
+
+def share_engine_threads(model: ModelSpec, versions: int) -> ModelSpec:
+    """``model`` with its CPU engine's ``n_threads`` divided among the ``versions`` that Triton loads
+    side by side (a canary, an A/B test, a rollback draining), at least one thread each.
+
+    Every version runs its own llama.cpp engine on the same cores, and llama.cpp (OpenMP) meets
+    its threads at a barrier after every operation of a step: when the engines' threads together
+    outnumber the cores, each barrier waits for a descheduled thread. On this 2-core host two
+    engines of 2 threads decoded 10-25 tokens/s each, two of 1 thread 64-66 each, and a rollback
+    under load stalled (docs/benchmarks.md, "Two versions of chat on the same cores").
+    """
+    if versions <= 1:
+        return model
+    try:
+        configured = int(model.parameters.get("n_threads", DEFAULT_THREADS))
+    except ValueError:
+        raise RenderError(f"model {model.name}: n_threads must be a whole number") from None
+    shared = max(1, configured // versions)
+    return model.model_copy(update={"parameters": {**model.parameters, "n_threads": str(shared)}})
 
 
 def trtllm_settings(model: ModelSpec) -> dict[str, str]:

@@ -25,6 +25,9 @@ def default_kv_cache_tokens(context_tokens: int) -> int:
     return 2 * context_tokens
 
 
+DEFAULT_THREADS = 2  # llama.cpp threads when the model's parameters do not set n_threads
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     context_tokens: int  # longest sequence (prompt + generated), tokens
@@ -33,7 +36,7 @@ class EngineConfig:
     max_running: int = 16  # sequences decoding together (llama.cpp n_seq_max)
     max_batch_tokens: int = 63  # tokens per model step; see the module docstring
     prefill_chunk_tokens: int = 63  # prefill tokens per model step
-    n_threads: int = 2
+    n_threads: int = DEFAULT_THREADS
     flash_attention: bool = True
     prefix_cache: bool = True  # reuse a finished sequence's KV prefix in its slot (scheduler docstring)
     short_prefill_first: bool = True  # a short new prompt's prefill gets a step of its own (scheduler docstring)
@@ -85,7 +88,7 @@ class EngineConfig:
             max_running=number("max_running_sequences", 16),
             max_batch_tokens=number("max_batch_tokens", 63),
             prefill_chunk_tokens=number("prefill_chunk_tokens", 63),
-            n_threads=number("n_threads", 2),
+            n_threads=number("n_threads", DEFAULT_THREADS),
             flash_attention=flag("flash_attention"),
             prefix_cache=flag("prefix_cache"),
             short_prefill_first=flag("short_prefill_first"),

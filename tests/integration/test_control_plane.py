@@ -219,6 +219,7 @@ def test_rollback_with_sixteen_chat_streams_in_flight_completes_them_all(
     assert control_stack.push(artifacts_dir / "chat", "chat", 2, tmp_path).status_code == 201
     started = control_stack.admin.post("/admin/v1/rollouts/chat/canary", json={"to": 2, "percent": 50})
     assert started.status_code == 200, started.text
+    assert _loaded_engine_threads("chat") == "1"  # two engines on the two cores: one thread each
 
     async def run() -> tuple[list[tuple[str, str | None]], dict[str, Any]]:
         async with httpx.AsyncClient(base_url=control_stack.gateway_url, timeout=300.0,
@@ -236,6 +237,14 @@ def test_rollback_with_sixteen_chat_streams_in_flight_completes_them_all(
     assert len(outputs) == 16 and all(finish in ("stop", "length") for _, finish in outputs)
     assert rollback["alias"]["weights"] == {"1": 100.0}
     assert rollback["timings"]["routing_applied_s"] < 2.0
+    assert _loaded_engine_threads("chat") == "2"  # one version again: all the configured threads
+
+
+def _loaded_engine_threads(model: str) -> str:
+    """The llama.cpp thread count in the config Triton has loaded for ``model``."""
+    response = httpx.get(f"http://127.0.0.1:{WORKER_BASE_PORT}/v2/models/{model}/config", timeout=10.0)
+    assert response.status_code == 200, response.text
+    return str(response.json()["parameters"]["n_threads"]["string_value"])
 
 
 def _shunter(*args: str) -> str:

@@ -104,6 +104,32 @@ def test_chat_is_decoupled_with_optional_sampling_inputs(config: StackConfig) ->
     assert parsed.parameters["kv_cache_tokens"].string_value == chat.parameters["kv_cache_tokens"]
 
 
+def test_versions_loaded_side_by_side_share_the_engine_threads(config: StackConfig) -> None:
+    chat = next(m for m in config.models if m.kind is WorkloadKind.LLM)
+    assert chat.parameters["n_threads"] == "2"
+
+    def threads(spec: ModelSpec, versions: list[int]) -> str:
+        parsed = _parse(render_config(spec, "cpu", versions))
+        assert list(parsed.version_policy.specific.versions) == versions
+        return str(parsed.parameters["n_threads"].string_value)
+
+    assert threads(chat, [1]) == "2"
+    assert threads(chat, [1, 2]) == "1"  # a canary: two engines of one thread each on the two cores
+    assert threads(chat, [1, 2, 3]) == "1"  # never fewer than one
+    four = chat.model_copy(update={"parameters": {**chat.parameters, "n_threads": "4"}})
+    assert threads(four, [1, 2]) == "2"
+    default = ModelSpec(name="chat", kind=WorkloadKind.LLM, context_tokens=1024)  # the engine's default: 2
+    assert threads(default, [3, 4]) == "1"
+    assert "n_threads" not in _parse(render_config(default, "cpu")).parameters
+    assert chat.parameters["n_threads"] == "2"  # the configured spec is not changed
+
+
+def test_a_thread_count_that_is_not_a_number_fails_the_render() -> None:
+    spec = ModelSpec(name="chat", kind=WorkloadKind.LLM, context_tokens=1024, parameters={"n_threads": "two"})
+    with pytest.raises(RenderError, match="n_threads"):
+        render_config(spec, "cpu", [1, 2])
+
+
 def test_chat_kv_pool_defaults_to_two_contexts() -> None:
     spec = ModelSpec(name="chat", kind=WorkloadKind.LLM, context_tokens=1024)
     parsed = _parse(render_config(spec, "cpu"))
