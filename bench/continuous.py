@@ -208,13 +208,12 @@ def engine_window(grown: dict[str, float], window_s: float) -> dict[str, float]:
     step (how long those sequences' contexts were)."""
     steps = grown["steps"]
     per_step = (lambda key: round(grown[key] / steps, 2)) if steps else (lambda key: 0.0)
-    figures = {"engine_busy_share": round(grown["step_s"] / window_s, 4) if window_s > 0 else 0.0,
-               "engine_steps_per_s": round(steps / window_s, 2) if window_s > 0 else 0.0,
-               "engine_step_ms": round(1000.0 * grown["step_s"] / steps, 2) if steps else 0.0,
-               "engine_prefill_tokens_per_step": per_step("prefill_tokens"),
-               "engine_decode_tokens_per_step": per_step("decode_tokens"),
-               "engine_attention_positions_per_step": per_step("attention_positions")}
-    return figures
+    return {"engine_busy_share": round(grown["step_s"] / window_s, 4) if window_s > 0 else 0.0,
+            "engine_steps_per_s": round(steps / window_s, 2) if window_s > 0 else 0.0,
+            "engine_step_ms": round(1000.0 * grown["step_s"] / steps, 2) if steps else 0.0,
+            "engine_prefill_tokens_per_step": per_step("prefill_tokens"),
+            "engine_decode_tokens_per_step": per_step("decode_tokens"),
+            "engine_attention_positions_per_step": per_step("attention_positions")}
 
 
 def _ceiling(streams: list[int], isolation: EngineIsolation | None) -> list[dict[str, float]]:

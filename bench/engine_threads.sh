@@ -2,7 +2,7 @@
 # The chat engine's threads against the cores: one or two engines at once (bench.ceiling, no
 # Triton), with 2 or 1 llama.cpp threads each, with or without a busy loop holding one core, and
 # OpenMP's wait policy. Prints one line per case and round (docs/benchmarks.md, "Two versions of
-# chat on the same cores"). Usage: bench/engine_threads.sh [ROUNDS]   (default 2; ~4 min a round)
+# chat on the same cores"). Usage: bench/engine_threads.sh [ROUNDS]   (default 2; ~5 min a round)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-2}
@@ -35,10 +35,14 @@ for round in $(seq "$rounds"); do
   echo "round $round | 1 engine, 2 threads | $(ceiling X=1)"
   echo "round $round | 1 engine, 1 thread | $(ceiling X=1 --threads 1)"
   echo "round $round | 1 engine, 2 threads, OMP_WAIT_POLICY=PASSIVE | $(ceiling OMP_WAIT_POLICY=PASSIVE)"
+  echo "round $round | 1 engine, 2 threads, GOMP_SPINCOUNT=1000 | $(ceiling GOMP_SPINCOUNT=1000)"
   echo "round $round | 2 engines, 2 threads | $(pair X=1)"
   echo "round $round | 2 engines, 1 thread | $(pair X=1 --threads 1)"
   busy_loop
   echo "round $round | busy loop, 1 engine, 2 threads | $(ceiling X=1)"
+  echo "round $round | busy loop, 1 engine, 1 thread | $(ceiling X=1 --threads 1)"
+  echo "round $round | busy loop, 1 engine, 2 threads, OMP_WAIT_POLICY=PASSIVE | $(ceiling OMP_WAIT_POLICY=PASSIVE)"
+  echo "round $round | busy loop, 1 engine, 2 threads, GOMP_SPINCOUNT=1000 | $(ceiling GOMP_SPINCOUNT=1000)"
   echo "round $round | busy loop, 2 engines, 2 threads | $(pair X=1)"
   echo "round $round | busy loop, 2 engines, 1 thread | $(pair X=1 --threads 1)"
   echo "round $round | busy loop, 2 engines, 2 threads, OMP_WAIT_POLICY=PASSIVE | $(pair OMP_WAIT_POLICY=PASSIVE)"
