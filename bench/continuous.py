@@ -341,6 +341,12 @@ def _cpu_table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _table(columns: list[str], rows: list[dict[str, Any]], cells: Callable[[dict[str, Any]], list[str]]) -> list[str]:
+    """A blank line, then a Markdown table of ``rows`` (right-aligned columns)."""
+    return ["", "| " + " | ".join(columns) + " |", "|" + "---:|" * len(columns),
+            *("| " + " | ".join(cells(r)) + " |" for r in rows)]
+
+
 def markdown(rows: list[dict[str, Any]], result: dict[str, Any]) -> str:
     lines = ["| streams | served tok/s | engine ceiling tok/s | served / ceiling | served / 1 stream "
              "| TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms | generations |",
@@ -350,18 +356,15 @@ def markdown(rows: list[dict[str, Any]], result: dict[str, Any]) -> str:
                      f"| {r['served_over_ceiling']:.2f} | {r['served_over_single']:.2f} | {r['ttft_p50_ms']:.1f} "
                      f"| {r['ttft_p99_ms']:.1f} | {r['itl_p50_ms']:.1f} | {r['itl_p99_ms']:.1f} | {r['generations']} |")
     lines.extend(_cpu_table(rows))
-    lines.extend(["", "| streams | ITL token-weighted ms | tail p50 ms | turnaround p50 ms | Triton queue ms/request "
-                  "| others' share (max) |", "|---:|---:|---:|---:|---:|---:|"])
-    lines.extend(f"| {r['streams']} | {r['itl_token_mean_ms']:.1f} | {r['tail_p50_ms']:.1f} | "
-                 f"{r['turnaround_p50_ms']:.2f} | {r['triton_queue_ms_per_request']:.1f} | "
-                 f"{r['others_share_max']:.1%} |"
-                 for r in rows)
-    lines.extend(["", "| streams | engine busy share | steps/s | step ms | prompt tokens/step "
-                  "| decoding sequences/step | attended positions/step |", "|---:|---:|---:|---:|---:|---:|---:|"])
-    lines.extend(f"| {r['streams']} | {r['engine_busy_share']:.1%} | {r['engine_steps_per_s']:.1f} | "
-                 f"{r['engine_step_ms']:.1f} | {r['engine_prefill_tokens_per_step']:.1f} | "
-                 f"{r['engine_decode_tokens_per_step']:.1f} | {r['engine_attention_positions_per_step']:.0f} |"
-                 for r in rows)
+    lines.extend(_table(["streams", "ITL token-weighted ms", "tail p50 ms", "turnaround p50 ms",
+                         "Triton queue ms/request", "others' share (max)"], rows, lambda r: [
+        f"{r['streams']}", f"{r['itl_token_mean_ms']:.1f}", f"{r['tail_p50_ms']:.1f}", f"{r['turnaround_p50_ms']:.2f}",
+        f"{r['triton_queue_ms_per_request']:.1f}", f"{r['others_share_max']:.1%}"]))
+    lines.extend(_table(["streams", "engine busy share", "steps/s", "step ms", "prompt tokens/step",
+                         "decoding sequences/step", "attended positions/step"], rows, lambda r: [
+        f"{r['streams']}", f"{r['engine_busy_share']:.1%}", f"{r['engine_steps_per_s']:.1f}",
+        f"{r['engine_step_ms']:.1f}", f"{r['engine_prefill_tokens_per_step']:.1f}",
+        f"{r['engine_decode_tokens_per_step']:.1f}", f"{r['engine_attention_positions_per_step']:.0f}"]))
     lines.append("")
     for label, suffix in (("same question each time", ""), ("a new question each time", "_new_question")):
         idle = statistics.median(result[f"ttft_idle{suffix}_ms"])
