@@ -1,0 +1,120 @@
+"""CLI: chat streams that share a long system prompt, through a private stack.
+
+``python -m bench.shared_prefix [--scheduling FILE] [--streams 8] [--duration-s 40] --out FILE``
+
+``streams`` closed-loop premium clients send, for ``duration_s``, chat requests whose system
+prompt is the same ``system_sentences`` sentences (about 10 tokens each) and whose user question
+differs, each with ``max_tokens`` 16. A client sends its next request as soon as the last one
+ended, whatever its outcome (a 503's Retry-After is not honoured: the worst case for the gateway).
+The report counts the outcomes (HTTP status and error code), the TTFT of the answered ones, and
+what the chat engine prefilled against what its prefix cache reused (its step counters), which
+shows how far the gateway's prediction (every prompt at full length) is from the engine's work.
+Run it under ``flock /tmp/shunter-integration.lock`` on a shared host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+import orjson
+import typer
+
+from bench.run import command_line
+from bench.stack import BENCH_RESULTS, StackOptions, bench_stack
+from bench.triton_stats import engine_busy, engine_counters
+from control.paths import StackPaths
+
+app = typer.Typer(add_completion=False)
+SENTENCE = "You are a careful assistant for a railway company."
+PREMIUM_KEY = "demo-premium-key"
+
+
+async def _one(http: httpx.AsyncClient, body: dict[str, Any]) -> tuple[str, float | None]:
+    """One streamed request: (outcome, seconds to its first text chunk or None)."""
+    started = time.perf_counter()
+    try:
+        async with http.stream("POST", "/v1/chat/completions", json=body) as response:
+            if response.status_code != 200:
+                code = orjson.loads(await response.aread()).get("error", {}).get("code")
+                return f"http {response.status_code} {code}", None
+            first: float | None = None
+            async for line in response.aiter_lines():
+                if '"error"' in line:
+                    return "error in stream", first
+                if first is None and line.startswith("data:") and '"content"' in line:
+                    first = time.perf_counter() - started
+            return "ok", first
+    except httpx.HTTPError as exc:
+        return type(exc).__name__, None
+
+
+async def _client(http: httpx.AsyncClient, number: int, system: str, max_tokens: int, stop_at: float,
+                  results: list[tuple[str, float | None]]) -> None:
+    sent = 0
+    while time.perf_counter() < stop_at:
+        body = {"model": "chat", "stream": True, "max_tokens": max_tokens, "temperature": 0,
+                "messages": [{"role": "system", "content": system},
+                             {"role": "user", "content": f"Question {number}-{sent}: what is {number} plus {sent}?"}]}
+        sent += 1
+        results.append(await _one(http, body))
+
+
+def summarize(results: list[tuple[str, float | None]], grown: dict[str, float] | None) -> dict[str, Any]:
+    """Outcome counts, TTFT percentiles of the answered requests, and the engine's prompt work."""
+    ttfts = sorted(t for outcome, t in results if outcome == "ok" and t is not None)
+    figures: dict[str, Any] = {"outcomes": dict(Counter(outcome for outcome, _ in results)),
+                               "ttft_p50_s": statistics.median(ttfts) if ttfts else None,
+                               "ttft_max_s": ttfts[-1] if ttfts else None}
+    if grown is not None:
+        figures["engine_prefill_tokens"] = grown["prefill_tokens"]
+        figures["engine_prefix_hit_tokens"] = grown["prefix_hit_tokens"]
+    return figures
+
+
+async def _measure(url: str, metrics: str | None, streams: int, duration_s: float, system: str,
+                   max_tokens: int) -> dict[str, Any]:
+    before = await engine_counters(metrics) if metrics else None
+    results: list[tuple[str, float | None]] = []
+    async with httpx.AsyncClient(base_url=url, timeout=120.0, headers={"Authorization": f"Bearer {PREMIUM_KEY}"},
+                                 limits=httpx.Limits(max_connections=streams + 4)) as http:
+        stop_at = time.perf_counter() + duration_s
+        await asyncio.gather(*(_client(http, n, system, max_tokens, stop_at, results) for n in range(streams)))
+    after = await engine_counters(metrics) if metrics else None
+    return summarize(results, engine_busy(before, after))
+
+
+@app.command()
+def main(out: Annotated[Path, typer.Option(help="JSON report.")] = BENCH_RESULTS / "shared_prefix.json",
+         scheduling: Annotated[Path | None, typer.Option(exists=True, dir_okay=False,
+                                                         help="scheduling.yaml instead of the shipped one.")] = None,
+         streams: Annotated[int, typer.Option(min=1, max=64)] = 8,
+         duration_s: Annotated[float, typer.Option(min=1.0, max=600.0)] = 40.0,
+         system_sentences: Annotated[int, typer.Option(min=1, max=300)] = 100,
+         max_tokens: Annotated[int, typer.Option(min=1, max=256)] = 16) -> None:
+    """See the module docstring."""
+    system = " ".join([SENTENCE] * system_sentences)
+    with tempfile.TemporaryDirectory(prefix="shunter-bench-") as tmp:
+        state = Path(tmp) / "state"
+        state.mkdir()
+        (state / "artifacts").symlink_to(StackPaths().artifacts.resolve())
+        options = StackOptions(config_dir=Path(tmp) / "config", repository=Path(tmp) / "repository", state_dir=state,
+                               scheduling_file=scheduling)
+        with bench_stack(options, log=lambda _: None) as endpoints:
+            figures = asyncio.run(_measure(endpoints.gateway_url, endpoints.triton_metrics, streams, duration_s,
+                                           system, max_tokens))
+    result = {"command": command_line(), "scheduling": str(scheduling or "shipped"), **figures}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    app()
