@@ -32,7 +32,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -47,9 +46,8 @@ from bench.contention import CpuWatch
 from bench.cpu import EngineIsolation, component_seconds, isolation_entry, renice_tree
 from bench.report import machine_facts
 from bench.run import command_line, log
-from bench.stack import BENCH_RESULTS, IsolateEngine, StackOptions, bench_stack, isolation_if
+from bench.stack import BENCH_RESULTS, IsolateEngine, bench_stack, isolation_if, private_stack_options
 from bench.triton_stats import engine_busy, engine_counters, queue_wait, triton_counts
-from control.paths import StackPaths
 
 app = typer.Typer(add_completion=False)
 YIELD_NICE = 10
@@ -396,23 +394,18 @@ def main(out: Annotated[Path, typer.Option(help="JSON report.")] = BENCH_RESULTS
                               "settings": {"repeats": repeats, "warmup_s": warmup_s, "duration_s": duration_s,
                                            "streams": counts}, **isolation_entry(isolation)}
     started = time.time()
-    with tempfile.TemporaryDirectory(prefix="shunter-bench-") as tmp:
-        state = Path(tmp) / "state"
-        state.mkdir()
-        (state / "artifacts").symlink_to(StackPaths().artifacts.resolve())
-        options = StackOptions(config_dir=Path(tmp) / "config", repository=Path(tmp) / "repository", state_dir=state,
-                               isolation=isolation, scheduling_file=scheduling)
-        with bench_stack(options, log=lambda m: log(str(m))) as endpoints:
-            if yield_to_engine and endpoints.gateway_pid is not None:
-                for pid in (endpoints.gateway_pid, os.getpid()):
-                    renice_tree(pid, YIELD_NICE)
-                result["settings"]["gateway_and_load_generator_nice"] = YIELD_NICE
-            def cpu() -> dict[str, float]:
-                return component_seconds(endpoints.gateway_pid, endpoints.triton_pid, "chat")
+    with private_stack_options(isolation, scheduling) as options, \
+            bench_stack(options, log=lambda m: log(str(m))) as endpoints:
+        if yield_to_engine and endpoints.gateway_pid is not None:
+            for pid in (endpoints.gateway_pid, os.getpid()):
+                renice_tree(pid, YIELD_NICE)
+            result["settings"]["gateway_and_load_generator_nice"] = YIELD_NICE
+        def cpu() -> dict[str, float]:
+            return component_seconds(endpoints.gateway_pid, endpoints.triton_pid, "chat")
 
-            own = [pid for pid in (endpoints.gateway_pid, endpoints.triton_pid) if pid is not None]
-            asyncio.run(_measure(endpoints.gateway_url, api_key, counts, repeats, (warmup_s, duration_s), result,
-                                 cpu, window_meter(endpoints.triton_http, own, endpoints.triton_metrics), isolation))
+        own = [pid for pid in (endpoints.gateway_pid, endpoints.triton_pid) if pid is not None]
+        asyncio.run(_measure(endpoints.gateway_url, api_key, counts, repeats, (warmup_s, duration_s), result,
+                             cpu, window_meter(endpoints.triton_http, own, endpoints.triton_metrics), isolation))
     result["elapsed_s"] = round(time.time() - started, 1)
     result["summary"] = summarize(result, counts)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import json
 import statistics
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -28,9 +27,8 @@ import orjson
 import typer
 
 from bench.run import command_line
-from bench.stack import BENCH_RESULTS, StackOptions, bench_stack
+from bench.stack import BENCH_RESULTS, bench_stack, private_stack_options
 from bench.triton_stats import engine_busy, engine_counters
-from control.paths import StackPaths
 
 app = typer.Typer(add_completion=False)
 SENTENCE = "You are a careful assistant for a railway company."
@@ -101,15 +99,10 @@ def main(out: Annotated[Path, typer.Option(help="JSON report.")] = BENCH_RESULTS
          max_tokens: Annotated[int, typer.Option(min=1, max=256)] = 16) -> None:
     """See the module docstring."""
     system = " ".join([SENTENCE] * system_sentences)
-    with tempfile.TemporaryDirectory(prefix="shunter-bench-") as tmp:
-        state = Path(tmp) / "state"
-        state.mkdir()
-        (state / "artifacts").symlink_to(StackPaths().artifacts.resolve())
-        options = StackOptions(config_dir=Path(tmp) / "config", repository=Path(tmp) / "repository", state_dir=state,
-                               scheduling_file=scheduling)
-        with bench_stack(options, log=lambda _: None) as endpoints:
-            figures = asyncio.run(_measure(endpoints.gateway_url, endpoints.triton_metrics, streams, duration_s,
-                                           system, max_tokens))
+    with private_stack_options(scheduling_file=scheduling) as options, \
+            bench_stack(options, log=lambda _: None) as endpoints:
+        figures = asyncio.run(_measure(endpoints.gateway_url, endpoints.triton_metrics, streams, duration_s,
+                                       system, max_tokens))
     result = {"command": command_line(), "scheduling": str(scheduling or "shipped"), **figures}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +59,19 @@ class StackOptions:
     state_dir: Path = PROJECT_ROOT / "var"
     isolation: EngineIsolation | None = None
     scheduling_file: Path | None = None  # the gateway's scheduling.yaml; None: the project's
+
+
+@contextlib.contextmanager
+def private_stack_options(isolation: EngineIsolation | None = None,
+                          scheduling_file: Path | None = None) -> Iterator[StackOptions]:
+    """Options for a private stack whose config, repository and state live in a temporary folder
+    (removed afterwards); the built artifacts are linked into its state, not copied."""
+    with tempfile.TemporaryDirectory(prefix="shunter-bench-") as tmp:
+        state = Path(tmp) / "state"
+        state.mkdir()
+        (state / "artifacts").symlink_to(StackPaths().artifacts.resolve())
+        yield StackOptions(config_dir=Path(tmp) / "config", repository=Path(tmp) / "repository", state_dir=state,
+                           isolation=isolation, scheduling_file=scheduling_file)
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,8 @@ from pathlib import Path
 import yaml
 
 from bench.cpu import EngineIsolation
-from bench.stack import write_config
-from control.paths import PROJECT_ROOT
+from bench.stack import private_stack_options, write_config
+from control.paths import PROJECT_ROOT, StackPaths
 
 SHIPPED = PROJECT_ROOT / "config"
 
@@ -36,3 +36,13 @@ def test_a_given_scheduling_file_replaces_the_projects(tmp_path: Path) -> None:
     write_config(SHIPPED, tmp_path / "variant", 29100, scheduling_file=variant)
     assert (tmp_path / "default" / "scheduling.yaml").read_text() == (SHIPPED / "scheduling.yaml").read_text()
     assert yaml.safe_load((tmp_path / "variant" / "scheduling.yaml").read_text())["max_queued"] == 7
+
+
+def test_private_stack_options_link_the_built_artifacts_and_remove_their_folder_afterwards() -> None:
+    scheduling = Path("config/scheduling.yaml")
+    with private_stack_options(scheduling_file=scheduling) as options:
+        root = options.state_dir.parent
+        assert options.config_dir.parent == root and options.repository.parent == root
+        assert (options.state_dir / "artifacts").resolve() == StackPaths().artifacts.resolve()
+        assert options.scheduling_file == scheduling and options.isolation is None
+    assert not root.exists()
