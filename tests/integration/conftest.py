@@ -7,6 +7,7 @@ temporary model repository; it is stopped (Triton cleanly, clients first) at the
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 from collections.abc import Iterator
@@ -68,9 +69,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory, artifacts_dir: Path) -> Iter
         local.stop()
 
 
-async def stream_chat(client: httpx.AsyncClient, content: str, max_tokens: int) -> tuple[str, str | None]:
+async def stream_chat(client: httpx.AsyncClient, content: str, max_tokens: int,
+                      first_token: asyncio.Event | None = None) -> tuple[str, str | None]:
     """One greedy streamed chat completion: its whole text and its finish reason (asserting that
-    it answered 200 and carried no error event)."""
+    it answered 200 and carried no error event). ``first_token`` is set when its first text arrives."""
     body = {"model": "chat", "messages": [{"role": "user", "content": content}],
             "max_tokens": max_tokens, "temperature": 0, "stream": True}
     parts, finish = [], None
@@ -81,6 +83,8 @@ async def stream_chat(client: httpx.AsyncClient, content: str, max_tokens: int) 
                 chunk = json.loads(line[6:])
                 assert "error" not in chunk, chunk
                 parts.append(chunk["choices"][0]["delta"].get("content", ""))
+                if first_token is not None and parts[-1]:
+                    first_token.set()
                 finish = chunk["choices"][0].get("finish_reason") or finish
     return "".join(parts), finish
 

@@ -224,11 +224,15 @@ def test_rollback_with_sixteen_chat_streams_in_flight_completes_them_all(
     async def run() -> tuple[list[tuple[str, str | None]], dict[str, Any]]:
         async with httpx.AsyncClient(base_url=control_stack.gateway_url, timeout=300.0,
                                      headers={"Authorization": f"Bearer {KEYS['premium']}"}) as client:
-            streams = [asyncio.create_task(stream_chat(client, f"Count slowly from {i} to {i + 40}.", 96))
-                       for i in range(16)]  # one burst: all 16 are admitted (the engine runs 16 sequences)
-            await asyncio.sleep(2.0)
+            started = [asyncio.Event() for _ in range(16)]
+            # One burst: all 16 are admitted (the engine runs 16 sequences). Greedy, every one of
+            # these prompts runs to max_tokens (a "count from i to j" prompt ended some in 3 tokens).
+            streams = [asyncio.create_task(stream_chat(client, f"Write a long story about a lighthouse keeper "
+                                                               f"named Ann{i}.", 128, started[i]))
+                       for i in range(16)]
+            await asyncio.wait_for(asyncio.gather(*(s.wait() for s in started)), 120.0)
             early = [s.exception() or s.result() for s in streams if s.done()]
-            assert not early, early
+            assert not early, early  # the rollback below meets all 16 in flight
             rollback = await asyncio.to_thread(control_stack.admin.post, "/admin/v1/rollouts/chat/rollback",
                                                json={"reason": "test rollback under load"})
             assert rollback.status_code == 200, rollback.text
