@@ -9,7 +9,9 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
-from control.config import ConfigError, StackConfig, WorkloadKind, read_yaml
+from control.config import ConfigError, ModelSpec, StackConfig, WorkloadKind, read_yaml
+from control.repository import uses_trtllm
+from python_backends.chat.engine_config import EngineConfig
 from scheduling.admission import AdmissionConfig
 from scheduling.capacity import CapacityProfile
 from scheduling.requests import RequestKind
@@ -74,6 +76,19 @@ class SchedulingSettings:
         return self.profiles[profile_name]
 
 
+def _reuses_prefixes(model: ModelSpec, stack: StackConfig) -> bool:
+    """Whether ``model`` is an LLM that only the CPU engine serves, with its ``prefix_cache`` on (the
+    TensorRT-LLM configs are rendered without KV-cache reuse)."""
+    pools = [pool for pool in stack.pools if model.name in pool.models]
+    if model.kind is not WorkloadKind.LLM or any(uses_trtllm(model, pool.gpu_type) for pool in pools):
+        return False
+    try:
+        parameters = {"context_tokens": str(model.context_tokens), **model.parameters}
+        return EngineConfig.from_parameters(parameters).prefix_cache
+    except ValueError as exc:
+        raise ConfigError(f"model {model.name}: {exc}") from exc
+
+
 def _limits(stack: StackConfig, parsed: SchedulingFile) -> dict[str, ModelLimits]:
     return {
         m.name: ModelLimits(m.name, RequestKind.LLM if m.kind is WorkloadKind.LLM else RequestKind.BATCHED,
@@ -82,7 +97,8 @@ def _limits(stack: StackConfig, parsed: SchedulingFile) -> dict[str, ModelLimits
                             tier_share=dict(parsed.tier_budget_share),
                             max_prefill_line_s=parsed.max_prefill_line_s if m.kind is WorkloadKind.LLM else None,
                             min_prefill_line_tokens=parsed.min_prefill_line_tokens,
-                            kv_on_demand=parsed.kv_on_demand and m.kind is WorkloadKind.LLM)
+                            kv_on_demand=parsed.kv_on_demand and m.kind is WorkloadKind.LLM,
+                            prefix_reuse=_reuses_prefixes(m, stack))
         for m in stack.models
     }
 

@@ -19,10 +19,14 @@ from tritonclient.utils import InferenceServerException
 
 from gateway.errors import UpstreamError
 from gateway.workers import Worker, map_triton_error
+from scheduling.prefix_reuse import PromptPrefixes
 
 
 @dataclass(frozen=True)
 class GenerationRequest:
+    """One generation as sent to the engine; ``prefixes`` are its prompt's block hashes, for the
+    scheduler's prefix-reuse prediction (``scheduling.prefix_reuse``), not sent."""
+
     prompt: str
     prompt_tokens: int
     max_tokens: int
@@ -32,6 +36,7 @@ class GenerationRequest:
     seed: int | None = None
     stop: tuple[str, ...] = ()
     priority: int = 0
+    prefixes: PromptPrefixes | None = None
 
 
 @dataclass(frozen=True)

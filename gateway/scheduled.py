@@ -16,6 +16,7 @@ from gateway.dispatcher import Ticket
 from gateway.errors import InvalidRequestError
 from gateway.routing import version_for
 from gateway.state import GatewayState
+from scheduling.prefix_reuse import PromptPrefixes
 from scheduling.requests import Request, RequestKind
 from scheduling.tenants import Tenant
 
@@ -43,9 +44,11 @@ async def client_gone(receive: Receive) -> None:
 
 
 async def admit(state: GatewayState, http_request: HttpRequest, tenant: Tenant, model: ModelSpec,
-                prefill_tokens: int, max_output_tokens: int = 0, rows: int = 1) -> Ticket:
+                prefill_tokens: int, max_output_tokens: int = 0, rows: int = 1,
+                prefixes: PromptPrefixes | None = None) -> Ticket:
     """Admission and the queue wait for one request; raises the taxonomy's error on rejection,
-    expiry or shedding, ``ClientClosedError`` when the client leaves while queued."""
+    expiry or shedding, ``ClientClosedError`` when the client leaves while queued. ``prefixes``: an
+    LLM prompt's block hashes (``scheduling.prefix_reuse``)."""
     dispatcher = state.dispatcher
     now = dispatcher.clock()
     slo = state.scheduling.slo[tenant.tier]
@@ -56,7 +59,7 @@ async def admit(state: GatewayState, http_request: HttpRequest, tenant: Tenant, 
         deadline_s=queue_deadline_s(http_request, slo.deadline_s, now),
         prefill_tokens=prefill_tokens, max_output_tokens=max_output_tokens if llm else 0, rows=rows,
         cost_factor=model.token_cost_factor, ttft_slo_s=slo.ttft_s,
-        model_version=version_for(state.routing, http_request, tenant, model.name),
+        model_version=version_for(state.routing, http_request, tenant, model.name), prefixes=prefixes,
     )
     ticket = await dispatcher.acquire(request, lambda: client_gone(http_request.receive))
     http_request.scope["state"]["dispatch"] = ticket.dispatch

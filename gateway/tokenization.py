@@ -28,8 +28,12 @@ class LlmTokenizer:
         self._formatter = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos,
                                               add_generation_prompt=True)
 
+    def tokens(self, prompt: str) -> list[int]:
+        """The token ids the engine prefills for ``prompt`` (with BOS; special tokens parsed)."""
+        return list(self._llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True))
+
     def count(self, prompt: str) -> int:
-        return len(self._llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True))
+        return len(self.tokens(prompt))
 
     def apply_chat_template(self, messages: Sequence[dict[str, Any]]) -> str:
         return str(self._formatter(messages=list(messages)).prompt)  # type: ignore[arg-type]

@@ -8,8 +8,9 @@ predicted to wait behind a heavy one's whole backlog). Without fairness (``fair=
 tier's backlog is ahead.
 
 Work is a small vector (``Work``): expected cost units (what the fair share is measured in),
-prompt tokens still to prefill, KV tokens reserved (prompt plus maximum output) and requests. The
-share of another tenant's backlog that is ahead is taken of every component alike.
+prompt tokens still to prefill (less what an engine's prefix cache is predicted to hold), KV
+tokens reserved (prompt plus maximum output) and requests. The share of another tenant's backlog
+that is ahead is taken of every component alike.
 """
 
 from __future__ import annotations
@@ -34,9 +35,12 @@ class Work:
     requests: float = 0.0
 
     @staticmethod
-    def of(request: Request, units: float) -> Work:
-        llm = request.kind is RequestKind.LLM
-        return Work(units, request.prefill_tokens if llm else 0.0, request.context_tokens if llm else 0.0, 1.0)
+    def of(request: Request, units: float, prompt_tokens: float | None = None) -> Work:
+        """``request``'s work; ``prompt_tokens``: of its prompt what must be prefilled (default all)."""
+        if request.kind is not RequestKind.LLM:
+            return Work(units, 0.0, 0.0, 1.0)
+        prefill = request.prefill_tokens if prompt_tokens is None else prompt_tokens
+        return Work(units, prefill, request.context_tokens, 1.0)
 
     def __add__(self, other: Work) -> Work:
         return Work(self.units + other.units, self.prefill_tokens + other.prefill_tokens,
@@ -61,10 +65,10 @@ class QueuedWork:
     _weights: dict[str, float] = field(default_factory=dict)
     _entries: dict[str, tuple[Band, str, Work]] = field(default_factory=dict)
 
-    def add(self, request: Request, units: float) -> None:
+    def add(self, request: Request, units: float, prompt_tokens: float | None = None) -> None:
         band, tenant = (request.model, request.tier), request.tenant.name
         tenants = self._bands.setdefault(band, {})
-        work = Work.of(request, units)
+        work = Work.of(request, units, prompt_tokens)
         tenants[tenant] = tenants.get(tenant, NO_WORK) + work
         self._weights[tenant] = request.tenant.weight
         self._entries[request.request_id] = (band, tenant, work)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from scheduling.prefix_reuse import PromptPrefixes
 from scheduling.tenants import Tenant, Tier
 
 
@@ -25,7 +26,8 @@ class Request:
     """One request as admitted, queued, placed and dispatched.
 
     ``deadline_s`` is the absolute time by which it must be dispatched (after it the request
-    expires); ``ttft_slo_s`` the time-to-first-token objective it is placed against.
+    expires); ``ttft_slo_s`` the time-to-first-token objective it is placed against. ``prefixes``:
+    an LLM prompt's block hashes, for engines that reuse cached prefixes (``prefix_reuse``).
     """
 
     request_id: str
@@ -40,6 +42,7 @@ class Request:
     cost_factor: float = 1.0
     ttft_slo_s: float | None = None
     model_version: int | None = None
+    prefixes: PromptPrefixes | None = None
 
     def __post_init__(self) -> None:
         if self.prefill_tokens < 0 or self.max_output_tokens < 0 or self.rows < 1:

@@ -43,7 +43,7 @@ from scheduling.outcomes import (
     SchedulePlan,
 )
 from scheduling.placement import Endpoint, Placement, fair_placement, least_loaded_placement
-from scheduling.placement.latency import predicted_latency_s, prefill_time_s
+from scheduling.placement.latency import least_uncached_prompt_tokens, predicted_latency_s, prefill_time_s
 from scheduling.queued_work import NO_WORK, QueuedWork, Work
 from scheduling.requests import Request, RequestKind
 from scheduling.start_wait import llm_wait_estimate
@@ -184,7 +184,7 @@ class Scheduler:
             self.admission.release(request, request.cost_tokens, now)
             return Rejected(request.request_id, RejectReason.QUEUE_FULL, estimate.predicted_wait_s,
                             {"queued": float(len(self.queue)), "max_queued": float(self.config.max_queued)})
-        self._enqueue(request, estimate.service_s)
+        self._enqueue(request, estimate.service_s, least_uncached_prompt_tokens(request, feasible))
         return Admitted(request.request_id, estimate.predicted_wait_s)
 
     def _make_room(self, request: Request, now: float) -> bool:
@@ -201,9 +201,9 @@ class Scheduler:
                                    {"queued": float(len(self.queue)), "shed_for_tier": float(rank(request.tier))}))
         return True
 
-    def _enqueue(self, request: Request, service_s: float) -> None:
+    def _enqueue(self, request: Request, service_s: float, prompt_tokens: int) -> None:
         self.queue.push(request)
-        self.queued_work.add(request, self._expected_units(request))
+        self.queued_work.add(request, self._expected_units(request), prompt_tokens)
         expires_s = request.deadline_s
         slo_s = request.ttft_slo_s
         if self._expire_at_ttft and slo_s is not None and service_s <= slo_s:
@@ -258,6 +258,8 @@ class Scheduler:
             load = self.loads[endpoint.worker_id]
             load.add(request, now, prefill_s, kv_tokens)
             line = load.model(request.model)
+            if endpoint.limits.prefix_reuse:
+                line.prefixes.take(request.prefixes, endpoint.view.profile.max_sequences - line.requests)
             predicted_s = line.prefill_until_s if llm else None
             self.in_flight[request.request_id] = InFlight(request, endpoint.worker_id, endpoint.view.pool, now,
                                                           predicted_s, line.line_shift_s, kv_tokens)
@@ -288,6 +290,7 @@ class Scheduler:
         request = flight.request
         loads = self.loads.get(flight.worker_id)
         busy_s = loads.remove(request, now, flight.kv_tokens) if loads is not None else 0.0
+        self._free_slot(flight)
         done_units = (request.prefill_tokens + generated_tokens or request.rows) * request.cost_factor
         if (flight.worker_id, request.model) in self._rates or flight.worker_id in self.views:
             self.rate(flight.worker_id, request.model).record(done_units, busy_s)
@@ -299,6 +302,15 @@ class Scheduler:
         unused = max(0, request.max_output_tokens - generated_tokens) * request.cost_factor
         self.admission.release(request, unused, now)
         return flight
+
+    def _free_slot(self, flight: InFlight) -> None:
+        """A finished LLM request's slot now holds its prompt, for the next prompt that shares it
+        (engines that reuse prefixes: ``scheduling.prefix_reuse``)."""
+        limits, view = self.limits.get(flight.request.model), self.views.get(flight.worker_id)
+        if limits is None or not limits.prefix_reuse or view is None or flight.worker_id not in self.loads:
+            return
+        line = self.loads[flight.worker_id].model(flight.request.model)
+        line.prefixes.release(flight.request.prefixes, view.profile.max_sequences - line.requests)
 
     def first_token(self, request_id: str, now: float) -> None:
         """A dispatched LLM request produced its first token: correct the worker's predicted prefill
@@ -323,10 +335,11 @@ class Scheduler:
         if target is None:
             return None
         ahead = [r for r in ordered[: ordered.index(target)] if r.model == target.model]
+        endpoints = self.endpoints(target.model, now)
         work = NO_WORK
         for queued in ahead:
-            work = work + Work.of(queued, self._expected_units(queued))
-        wait = self._wait_behind(target, work, self.endpoints(target.model, now))
+            work = work + Work.of(queued, self._expected_units(queued), least_uncached_prompt_tokens(queued, endpoints))
+        wait = self._wait_behind(target, work, endpoints)
         return QueueStatus(position=len(ahead), estimated_start_s=now + wait.predicted_wait_s)
 
     def service_counters(self) -> dict[str, float]:

@@ -4,7 +4,8 @@ A queued LLM request does not wait for the work ahead of it to *finish*: an engi
 sequences at once. It waits until
 
 - the prompts ahead of it are prefilled: the engines' prefill lines (as predicted at dispatch) plus
-  the prompts queued ahead of it, at the feasible workers' summed prefill speed. The gateway holds
+  the prompts queued ahead of it (what the engines must compute of them, ``scheduling.prefix_reuse``),
+  at the feasible workers' summed prefill speed. The gateway holds
   prompts back while an engine's line is long (``max_prefill_line_s``), but they are prefilled in
   that order all the same: the bound changes where a prompt waits, not how long;
 - and there is room for it: when the KV claims (``workers.kv_claim_tokens``) or the sequences in
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 
 from scheduling.admission import WaitEstimate
 from scheduling.placement.endpoint import Endpoint
+from scheduling.placement.latency import uncached_prompt_tokens
 from scheduling.queued_work import Work
 from scheduling.requests import Request
 from scheduling.workers import kv_capacity_tokens, kv_claim_tokens, prefill_backlog_s
@@ -33,7 +35,8 @@ def llm_wait_estimate(request: Request, ahead: Work, own_units: float,
     speeds = [e.view.profile.prefill_tokens_per_s for e in endpoints]
     line_tokens = sum(prefill_backlog_s(e.load.model(request.model), e.now_s) * speed
                       for e, speed in zip(endpoints, speeds, strict=True))
-    service_s = min((request.prefill_tokens + 1.0) / speed for speed in speeds)
+    service_s = min((uncached_prompt_tokens(request, e) + 1.0) / speed
+                    for e, speed in zip(endpoints, speeds, strict=True))
     return WaitEstimate(line_tokens + ahead.prefill_tokens, sum(speeds), service_s,
                         capacity_wait_s(request, ahead, own_units, endpoints))
 

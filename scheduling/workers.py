@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from scheduling.capacity import CapacityProfile
+from scheduling.prefix_reuse import PrefixMemory
 from scheduling.requests import Request, RequestKind
 from scheduling.tenants import Tier
 
@@ -37,6 +38,7 @@ class ModelLimits:
     max_prefill_line_s: float | None = None  # LLM: predicted prompt time queued in the engine, at most
     min_prefill_line_tokens: int = 0  # LLM: ... but the line may always hold this many prompt tokens
     kv_on_demand: bool = False  # LLM: the engine allocates KV as sequences grow and preempts when out of it
+    prefix_reuse: bool = False  # LLM: the engine skips the prefill of a prompt prefix a free slot holds
 
     def share(self, tier: Tier) -> float:
         """Part of a worker's budget that requests of ``tier`` may fill (the rest stays free for
@@ -114,6 +116,7 @@ class ModelLoad:
     last_change_s: float | None = None
     prefill_until_s: float = 0.0  # when the prompts dispatched so far should all be prefilled (predicted)
     line_shift_s: float = 0.0  # total correction applied to the line from observed first tokens
+    prefixes: PrefixMemory = field(default_factory=PrefixMemory)  # what the engine's free slots hold
 
     def advance(self, now: float) -> None:
         """Add the busy time since the last change (the model had requests in flight)."""

@@ -30,6 +30,7 @@ from gateway.llm import GenerationRequest, TextChunk, stream_generation
 from gateway.scheduled import client_gone
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, as_list
 from gateway.state import GatewayState
+from scheduling.prefix_reuse import PromptPrefixes
 from scheduling.tenants import Tenant
 
 
@@ -63,7 +64,8 @@ def check_unsupported(body: ChatCompletionRequest | CompletionRequest) -> None:
 def build_generation(state: GatewayState, model: ModelSpec, tenant: Tenant, prompt: str,
                      body: ChatCompletionRequest | CompletionRequest, max_tokens: int | None) -> GenerationRequest:
     """Count the prompt with the model's tokenizer and fit the request into its context."""
-    prompt_tokens = state.llm_tokenizers[model.name].count(prompt)
+    tokens = state.llm_tokenizers[model.name].tokens(prompt)
+    prompt_tokens = len(tokens)
     room = model.context_tokens - prompt_tokens
     if room < 1 or (max_tokens is not None and max_tokens > room):
         asked = prompt_tokens + (max_tokens or 0)
@@ -78,7 +80,7 @@ def build_generation(state: GatewayState, model: ModelSpec, tenant: Tenant, prom
         prompt=prompt, prompt_tokens=prompt_tokens,
         max_tokens=max_tokens if max_tokens is not None else min(model.default_max_tokens, room),
         temperature=body.temperature, top_p=body.top_p, top_k=body.top_k, seed=body.seed,
-        stop=stop, priority=tenant.tier.triton_priority,
+        stop=stop, priority=tenant.tier.triton_priority, prefixes=PromptPrefixes.of(tokens),
     )
 
 

@@ -64,7 +64,8 @@ async def _start_call(request: Request, tenant: Tenant, model: ModelSpec,
     state = _state(request)
     check_unsupported(body)
     generation = build_generation(state, model, tenant, prompt, body, max_tokens)
-    ticket = await admit(state, request, tenant, model, generation.prompt_tokens, generation.max_tokens)
+    ticket = await admit(state, request, tenant, model, generation.prompt_tokens, generation.max_tokens,
+                         prefixes=generation.prefixes)
     return Call(request.scope["state"]["request_id"], tenant, model, generation, int(time.time()), ticket)
 
 

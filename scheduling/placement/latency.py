@@ -4,23 +4,41 @@ LLM (continuous batching): the engine prefills prompts in the order they were di
 that also decode one token for each sequence already running. A prompt dispatched now therefore
 waits for the prompts still ahead of it on that worker (``prefill_backlog_s``, tracked by the
 scheduler as it dispatches) and then takes its own tokens plus one per running sequence at the
-profile's prefill speed. The worker's observed aggregate speed is deliberately not used: it grows
-with the batch, so it would make a busy worker look faster and draw yet more work to it.
+profile's prefill speed; its own tokens are those the engine must compute, less a prefix it holds
+(``uncached_prompt_tokens``, ``scheduling.prefix_reuse``). The worker's observed aggregate speed
+is deliberately not used: it grows with the batch, so it would make a busy worker look faster and
+draw yet more work to it.
 Batched models: the rows in flight plus the request's, at the worker's observed speed.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from scheduling.placement.endpoint import Endpoint
 from scheduling.requests import Request, RequestKind
 from scheduling.workers import prefill_backlog_s
 
 
+def uncached_prompt_tokens(request: Request, endpoint: Endpoint) -> int:
+    """Prompt tokens of ``request`` the endpoint's engine must prefill: all of them, less the prefix
+    its free slots hold when the model's engine reuses prefixes."""
+    if not endpoint.limits.prefix_reuse:
+        return request.prefill_tokens
+    memory = endpoint.load.model(request.model).prefixes
+    return request.prefill_tokens - memory.reusable_tokens(request.prefixes, request.prefill_tokens)
+
+
+def least_uncached_prompt_tokens(request: Request, endpoints: Sequence[Endpoint]) -> int:
+    """``uncached_prompt_tokens`` on the endpoint holding most of the prompt (all of it: none)."""
+    return min((uncached_prompt_tokens(request, e) for e in endpoints), default=request.prefill_tokens)
+
+
 def prefill_time_s(request: Request, endpoint: Endpoint) -> float:
     """Seconds the engine needs for ``request``'s own prompt once it is at the head of the line."""
     load = endpoint.load.model(request.model)
     speed = endpoint.view.profile.prefill_tokens_per_s
-    return (request.prefill_tokens + load.requests + 1.0) / speed
+    return (uncached_prompt_tokens(request, endpoint) + load.requests + 1.0) / speed
 
 
 def predicted_latency_s(request: Request, endpoint: Endpoint) -> float:

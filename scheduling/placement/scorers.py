@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from scheduling.placement.endpoint import Endpoint
-from scheduling.placement.latency import predicted_latency_s
+from scheduling.placement.latency import predicted_latency_s, uncached_prompt_tokens
 from scheduling.requests import Request
 from scheduling.workers import headroom, kv_capacity_tokens
 
@@ -61,7 +61,8 @@ class CheapPerToken:
 
 def request_cost(request: Request, endpoint: Endpoint) -> float:
     """Predicted dollars to serve ``request`` on the endpoint's GPU type, from its profile: the
-    prompt at the prefill speed plus the reserved output at the decode cost per token.
+    prompt (what the engine must compute of it) at the prefill speed plus the reserved output at
+    the decode cost per token.
 
     With a decode model in the profile (``CapacityProfile.decode_s_per_token``) an output token
     costs one iteration's time over the batch that sequences of this length fill (a long sequence
@@ -74,7 +75,8 @@ def request_cost(request: Request, endpoint: Endpoint) -> float:
     if per_token is None:
         batch_fill = min(1.0, capacity / (context * profile.max_sequences))
         per_token = 1.0 / (profile.decode_tokens_per_s * batch_fill)
-    seconds = request.prefill_tokens / profile.prefill_tokens_per_s + request.max_output_tokens * per_token
+    prefill_s = uncached_prompt_tokens(request, endpoint) / profile.prefill_tokens_per_s
+    seconds = prefill_s + request.max_output_tokens * per_token
     return profile.cost_per_hour / 3600.0 * seconds
 
 

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from control.config import ConfigError
+from control.config import ConfigError, StackConfig
 from control.paths import StackPaths
 from control.scheduling_config import load_scheduling
 from control.stack import load_config
@@ -81,3 +81,31 @@ def test_the_minimum_prefill_line_reaches_llm_limits_and_is_never_negative(tmp_p
 def test_a_non_positive_prefill_line_bound_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="max_prefill_line_s"):
         load_scheduling(_write(tmp_path, max_prefill_line_s=0), load_config(SHIPPED))
+
+
+def _with_chat(**changes: object) -> StackConfig:
+    stack = load_config(SHIPPED)
+    models = [m.model_copy(update=changes) if m.name == "chat" else m for m in stack.models]
+    return stack.model_copy(update={"models": models})
+
+
+def test_only_an_llm_whose_cpu_engine_keeps_its_prefix_cache_is_predicted_to_reuse_prefixes() -> None:
+    shipped = load_scheduling(SHIPPED.scheduling_file, load_config(SHIPPED)).limits
+    assert shipped["chat"].prefix_reuse and not shipped["embed"].prefix_reuse
+    chat = next(m for m in load_config(SHIPPED).models if m.name == "chat")
+    off = _with_chat(parameters={**chat.parameters, "prefix_cache": "false"})
+    assert not load_scheduling(SHIPPED.scheduling_file, off).limits["chat"].prefix_reuse
+
+
+def test_an_llm_served_by_tensorrt_llm_somewhere_is_not_predicted_to_reuse_prefixes() -> None:
+    stack = load_config(SHIPPED)
+    pools = [p.model_copy(update={"gpu_type": "a100-80gb", "profile": "cpu"}) if "chat" in p.models else p
+             for p in stack.pools]
+    limits = load_scheduling(SHIPPED.scheduling_file, stack.model_copy(update={"pools": pools})).limits
+    assert not limits["chat"].prefix_reuse
+
+
+def test_a_bad_engine_parameter_is_a_configuration_error() -> None:
+    chat = next(m for m in load_config(SHIPPED).models if m.name == "chat")
+    with pytest.raises(ConfigError, match="kv_block_tokens"):
+        load_scheduling(SHIPPED.scheduling_file, _with_chat(parameters={**chat.parameters, "kv_block_tokens": "x"}))

@@ -1,0 +1,104 @@
+"""Prompt-prefix reuse: how much of a prompt an engine with a prefix cache will not prefill.
+
+An engine that keeps a finished sequence's KV in its slot (the ``chat`` CPU engine; vLLM's
+automatic prefix caching) prefills only the part of a new prompt past the longest prefix that a
+free slot already holds. Chat traffic shares long system prompts, so predicting every prompt at
+full length overstates the prefill line, the start wait and the first token many times over, and
+admission refuses work the engine would serve at once (``bench.shared_prefix``).
+
+The driver describes each LLM prompt by the chain hashes of its leading blocks
+(``PromptPrefixes``: hash ``i`` covers tokens ``[0, (i + 1) * block_tokens)``, so two prompts
+share hash ``i`` exactly when they share those tokens). Per worker and model the scheduler keeps a
+``PrefixMemory``: the chains of the prompts whose KV the engine's free slots hold. A dispatched
+request takes a slot (the one holding its longest match, which it then occupies); a finished one
+frees its slot, which holds its prompt; free slots are the engine's ``max_sequences`` minus those
+running, so the oldest memories go first. Output tokens are not hashed, so a conversation's next
+turn (whose prompt holds the previous answer) is predicted to reuse less than it does.
+
+The prediction can be wrong both ways (an engine restart, a slot policy that differs); observed
+first tokens correct the worker's prefill line all the same (``workers.observe_first_token``).
+No hand-written cache library fits: this models another process's cache from the outside.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+PREFIX_BLOCK_TOKENS = 16  # the chat engine's KV block: it reuses a prefix only from a block long
+
+
+@dataclass(frozen=True)
+class PromptPrefixes:
+    """Chain hashes of a prompt's leading whole blocks of ``block_tokens`` tokens."""
+
+    block_tokens: int
+    hashes: tuple[int, ...]
+
+    @staticmethod
+    def of(tokens: Sequence[int], block_tokens: int = PREFIX_BLOCK_TOKENS) -> PromptPrefixes:
+        """The chain over ``tokens`` (token ids): each hash folds in the previous one and one block."""
+        if block_tokens < 1:
+            raise ValueError("block_tokens must be >= 1")
+        hashes: list[int] = []
+        chained = 0
+        for start in range(0, len(tokens) - block_tokens + 1, block_tokens):
+            chained = hash((chained, tuple(tokens[start:start + block_tokens])))
+            hashes.append(chained)
+        return PromptPrefixes(block_tokens, tuple(hashes))
+
+
+@dataclass
+class PrefixMemory:
+    """The prompt chains held by one engine's free slots, oldest first (module docstring)."""
+
+    chains: list[tuple[int, ...]] = field(default_factory=list)
+    _held: dict[int, int] = field(default_factory=dict)  # hash -> number of chains holding it
+
+    def _matched_blocks(self, hashes: tuple[int, ...]) -> int:
+        """Leading blocks of ``hashes`` that some held chain shares. Chains make this monotone: a
+        chain holding hash ``i`` holds every hash before it, so a binary search finds the end."""
+        low, high = 0, len(hashes)
+        while low < high:
+            middle = (low + high + 1) // 2
+            if hashes[middle - 1] in self._held:
+                low = middle
+            else:
+                high = middle - 1
+        return low
+
+    def reusable_tokens(self, prefixes: PromptPrefixes | None, prompt_tokens: int) -> int:
+        """Tokens of a ``prompt_tokens``-token prompt the engine would not prefill: the held prefix,
+        never the whole prompt (the engine computes its last token to sample the first output)."""
+        if prefixes is None or not self._held:
+            return 0
+        return max(0, min(self._matched_blocks(prefixes.hashes) * prefixes.block_tokens, prompt_tokens - 1))
+
+    def take(self, prefixes: PromptPrefixes | None, free_slots: int) -> None:
+        """A request was dispatched: it occupies the slot holding its longest match, if any; then
+        at most ``free_slots`` chains stay held."""
+        blocks = self._matched_blocks(prefixes.hashes) if prefixes is not None else 0
+        if prefixes is not None and blocks:
+            last = prefixes.hashes[blocks - 1]
+            self._forget(next(i for i, c in enumerate(self.chains) if len(c) >= blocks and c[blocks - 1] == last))
+        self._trim(free_slots)
+
+    def release(self, prefixes: PromptPrefixes | None, free_slots: int) -> None:
+        """A request finished: its slot is free and holds its prompt; at most ``free_slots`` stay held."""
+        if prefixes is not None and prefixes.hashes:
+            self.chains.append(prefixes.hashes)
+            for h in prefixes.hashes:
+                self._held[h] = self._held.get(h, 0) + 1
+        self._trim(free_slots)
+
+    def _trim(self, free_slots: int) -> None:
+        while len(self.chains) > max(0, free_slots):
+            self._forget(0)
+
+    def _forget(self, index: int) -> None:
+        for h in self.chains.pop(index):
+            left = self._held[h] - 1
+            if left:
+                self._held[h] = left
+            else:
+                del self._held[h]
