@@ -6,9 +6,9 @@
 prompt is the same ``system_sentences`` sentences (about 10 tokens each) and whose user question
 differs, each with ``max_tokens`` 16. A client sends its next request as soon as the last one
 ended, whatever its outcome (a 503's Retry-After is not honoured: the worst case for the gateway).
-The report counts the outcomes (HTTP status and error code), the TTFT of the answered ones, and
-what the chat engine prefilled against what its prefix cache reused (its step counters), which
-shows how far the gateway's prediction (every prompt at full length) is from the engine's work.
+The report counts the outcomes (HTTP status and error code), the TTFT of the answered ones (to
+their first generated text) and how many met premium's ``ttft_slo_s``, and what the chat engine
+prefilled against what its prefix cache reused (its step counters).
 Run it under ``flock /tmp/shunter-integration.lock`` on a shared host.
 """
 
@@ -33,6 +33,16 @@ from bench.triton_stats import engine_busy, engine_counters
 app = typer.Typer(add_completion=False)
 SENTENCE = "You are a careful assistant for a railway company."
 PREMIUM_KEY = "demo-premium-key"
+PREMIUM_TTFT_S = 4.0  # config/scheduling.yaml: premium's ttft_s
+
+
+def _has_text(line: str) -> bool:
+    """Whether an SSE line is a chunk carrying generated text (not the opening role chunk, whose
+    content is empty and which the gateway sends before the model has produced anything)."""
+    if not line.startswith("data: {"):
+        return False
+    choices = orjson.loads(line[6:]).get("choices") or [{}]
+    return bool(choices[0].get("delta", {}).get("content"))
 
 
 async def _one(http: httpx.AsyncClient, body: dict[str, Any]) -> tuple[str, float | None]:
@@ -47,7 +57,7 @@ async def _one(http: httpx.AsyncClient, body: dict[str, Any]) -> tuple[str, floa
             async for line in response.aiter_lines():
                 if '"error"' in line:
                     return "error in stream", first
-                if first is None and line.startswith("data:") and '"content"' in line:
+                if first is None and _has_text(line):
                     first = time.perf_counter() - started
             return "ok", first
     except httpx.HTTPError as exc:
@@ -65,12 +75,15 @@ async def _client(http: httpx.AsyncClient, number: int, system: str, max_tokens:
         results.append(await _one(http, body))
 
 
-def summarize(results: list[tuple[str, float | None]], grown: dict[str, float] | None) -> dict[str, Any]:
-    """Outcome counts, TTFT percentiles of the answered requests, and the engine's prompt work."""
+def summarize(results: list[tuple[str, float | None]], grown: dict[str, float] | None,
+              ttft_slo_s: float = PREMIUM_TTFT_S) -> dict[str, Any]:
+    """Outcome counts, TTFT percentiles of the answered requests and how many were within
+    ``ttft_slo_s``, and the engine's prompt work."""
     ttfts = sorted(t for outcome, t in results if outcome == "ok" and t is not None)
     figures: dict[str, Any] = {"outcomes": dict(Counter(outcome for outcome, _ in results)),
                                "ttft_p50_s": statistics.median(ttfts) if ttfts else None,
-                               "ttft_max_s": ttfts[-1] if ttfts else None}
+                               "ttft_max_s": ttfts[-1] if ttfts else None,
+                               "within_ttft": sum(t <= ttft_slo_s for t in ttfts)}
     if grown is not None:
         figures["engine_prefill_tokens"] = grown["prefill_tokens"]
         figures["engine_prefix_hit_tokens"] = grown["prefix_hit_tokens"]

@@ -1,27 +1,29 @@
 """Prompt-prefix reuse: how much of a prompt an engine with a prefix cache will not prefill.
 
-An engine that keeps a finished sequence's KV in its slot (the ``chat`` CPU engine; vLLM's
-automatic prefix caching) prefills only the part of a new prompt past the longest prefix that a
-free slot already holds. Chat traffic shares long system prompts, so predicting every prompt at
-full length overstates the prefill line, the start wait and the first token many times over, and
-admission refuses work the engine would serve at once (``bench.shared_prefix``).
+An engine with a prefix cache (the ``chat`` CPU engine; vLLM's automatic prefix caching)
+prefills only the part of a new prompt past the longest prefix that its KV already holds: a free
+slot's cells, or a copy of a running sequence's (``python_backends.chat.scheduler``). Chat traffic
+shares long system prompts, so predicting every prompt at full length overstates the prefill
+line, the start wait and the first token many times over, and admission refuses work the engine
+would serve at once (``bench.shared_prefix``).
 
 The driver describes each LLM prompt by the chain hashes of its leading blocks
 (``PromptPrefixes``: hash ``i`` covers tokens ``[0, (i + 1) * block_tokens)``, so two prompts
 share hash ``i`` exactly when they share those tokens). Per worker and model the scheduler keeps a
-``PrefixMemory``: the chains of the prompts whose KV the engine's free slots hold. A dispatched
-request takes a slot (the one holding its longest match, which it then occupies); a finished one
-frees its slot, which holds its prompt; free slots are the engine's ``max_sequences`` minus those
-running, so the oldest memories go first. Output tokens are not hashed, so a conversation's next
-turn (whose prompt holds the previous answer) is predicted to reuse less than it does.
+``PrefixMemory``: the chains of the last ``max_sequences`` prompts dispatched there, one per
+engine slot (a slot keeps the last prompt it ran, running or finished, until another takes it).
+Output tokens are not hashed, so a conversation's next turn (whose prompt holds the previous
+answer) is predicted to reuse less than it does.
 
-The prediction can be wrong both ways (an engine restart, a slot policy that differs); observed
-first tokens correct the worker's prefill line all the same (``workers.observe_first_token``).
-No hand-written cache library fits: this models another process's cache from the outside.
+The prediction can be wrong both ways: a prompt dispatched while the one it shares with is still
+prefilling copies only what is computed, and an engine restart empties the cache. Observed first
+tokens correct the worker's prefill line all the same (``workers.observe_first_token``). No
+library fits: this models another process's cache from the outside.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -50,9 +52,9 @@ class PromptPrefixes:
 
 @dataclass
 class PrefixMemory:
-    """The prompt chains held by one engine's free slots, oldest first (module docstring)."""
+    """The prompt chains one engine's slots hold, oldest first (module docstring)."""
 
-    chains: list[tuple[int, ...]] = field(default_factory=list)
+    chains: deque[tuple[int, ...]] = field(default_factory=deque)
     _held: dict[int, int] = field(default_factory=dict)  # hash -> number of chains holding it
 
     def _matched_blocks(self, hashes: tuple[int, ...]) -> int:
@@ -74,29 +76,17 @@ class PrefixMemory:
             return 0
         return max(0, min(self._matched_blocks(prefixes.hashes) * prefixes.block_tokens, prompt_tokens - 1))
 
-    def take(self, prefixes: PromptPrefixes | None, free_slots: int) -> None:
-        """A request was dispatched: it occupies the slot holding its longest match, if any; then
-        at most ``free_slots`` chains stay held."""
-        blocks = self._matched_blocks(prefixes.hashes) if prefixes is not None else 0
-        if prefixes is not None and blocks:
-            last = prefixes.hashes[blocks - 1]
-            self._forget(next(i for i, c in enumerate(self.chains) if len(c) >= blocks and c[blocks - 1] == last))
-        self._trim(free_slots)
-
-    def release(self, prefixes: PromptPrefixes | None, free_slots: int) -> None:
-        """A request finished: its slot is free and holds its prompt; at most ``free_slots`` stay held."""
+    def remember(self, prefixes: PromptPrefixes | None, slots: int) -> None:
+        """A prompt was dispatched: its slot now holds it; only the last ``slots`` prompts stay held."""
         if prefixes is not None and prefixes.hashes:
             self.chains.append(prefixes.hashes)
             for h in prefixes.hashes:
                 self._held[h] = self._held.get(h, 0) + 1
-        self._trim(free_slots)
+        while len(self.chains) > max(0, slots):
+            self._forget_oldest()
 
-    def _trim(self, free_slots: int) -> None:
-        while len(self.chains) > max(0, free_slots):
-            self._forget(0)
-
-    def _forget(self, index: int) -> None:
-        for h in self.chains.pop(index):
+    def _forget_oldest(self) -> None:
+        for h in self.chains.popleft():
             left = self._held[h] - 1
             if left:
                 self._held[h] = left

@@ -259,7 +259,7 @@ class Scheduler:
             load.add(request, now, prefill_s, kv_tokens)
             line = load.model(request.model)
             if endpoint.limits.prefix_reuse:
-                line.prefixes.take(request.prefixes, endpoint.view.profile.max_sequences - line.requests)
+                line.prefixes.remember(request.prefixes, endpoint.view.profile.max_sequences)
             predicted_s = line.prefill_until_s if llm else None
             self.in_flight[request.request_id] = InFlight(request, endpoint.worker_id, endpoint.view.pool, now,
                                                           predicted_s, line.line_shift_s, kv_tokens)
@@ -290,7 +290,6 @@ class Scheduler:
         request = flight.request
         loads = self.loads.get(flight.worker_id)
         busy_s = loads.remove(request, now, flight.kv_tokens) if loads is not None else 0.0
-        self._free_slot(flight)
         done_units = (request.prefill_tokens + generated_tokens or request.rows) * request.cost_factor
         if (flight.worker_id, request.model) in self._rates or flight.worker_id in self.views:
             self.rate(flight.worker_id, request.model).record(done_units, busy_s)
@@ -302,15 +301,6 @@ class Scheduler:
         unused = max(0, request.max_output_tokens - generated_tokens) * request.cost_factor
         self.admission.release(request, unused, now)
         return flight
-
-    def _free_slot(self, flight: InFlight) -> None:
-        """A finished LLM request's slot now holds its prompt, for the next prompt that shares it
-        (engines that reuse prefixes: ``scheduling.prefix_reuse``)."""
-        limits, view = self.limits.get(flight.request.model), self.views.get(flight.worker_id)
-        if limits is None or not limits.prefix_reuse or view is None or flight.worker_id not in self.loads:
-            return
-        line = self.loads[flight.worker_id].model(flight.request.model)
-        line.prefixes.release(flight.request.prefixes, view.profile.max_sequences - line.requests)
 
     def first_token(self, request_id: str, now: float) -> None:
         """A dispatched LLM request produced its first token: correct the worker's predicted prefill

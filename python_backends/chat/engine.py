@@ -161,6 +161,8 @@ class BatchEngine:
             self.runtime.remove(slot)
         for slot, keep in plan.trims:
             self.runtime.trim(slot, keep)
+        for source, target, keep in plan.copies:
+            self.runtime.copy_prefix(source, target, keep)
         if not plan.chunks:
             return bool(plan.released_slots)
         entries = [BatchEntry(c.seq.tokens[c.start + i], _slot(c), c.start + i,

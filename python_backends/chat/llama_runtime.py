@@ -140,6 +140,16 @@ class LlamaRuntime:
         if not self._lib.llama_memory_seq_rm(self._memory, seq_id, keep, -1):
             raise RuntimeError(f"llama.cpp could not trim sequence {seq_id} to {keep} tokens")
 
+    def copy_prefix(self, source: int, target: int, keep: int) -> None:
+        """Make sequence ``target`` hold the first ``keep`` positions of sequence ``source``.
+
+        Streams are separate buffers, so llama.cpp copies the source's whole stream (K and V of
+        every layer) at the start of the next ``decode``, before that batch is placed; the cells
+        past ``keep`` are dropped from the target at once. The copied cells are the values a
+        prefill of those tokens computes (a token's KV depends only on the tokens before it)."""
+        self._lib.llama_memory_seq_cp(self._memory, source, target, -1, -1)
+        self.trim(target, keep)
+
     def used_cells(self, seq_id: int) -> int:
         """Number of positions sequence ``seq_id`` holds in the cache (0 when empty)."""
         high = self._lib.llama_memory_seq_pos_max(self._memory, seq_id)

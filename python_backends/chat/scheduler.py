@@ -22,10 +22,16 @@ they hold are remembered. A waiting sequence is admitted into the free slot whos
 tokens share the longest prefix with its own (at most all but its last token, whose logits are
 needed), the slot's cells past that prefix are dropped (``StepPlan.trims``) and only the rest is
 prefilled; a chat workload whose requests share a system prompt skips most of its prefill, as
-with vLLM's automatic prefix caching. The block pool still charges the whole sequence (the cells
-of idle slots are inside llama.cpp's per-slot reservation, not the pool). The reused cells are the
-very values a fresh prefill computes: a token's KV depends only on the tokens before it, and
-every step stays below the kernel switch of ``engine_config`` (batch-invariant).
+with vLLM's automatic prefix caching. When a *running* sequence holds a longer prefix (by at least
+a block) than any free slot, the new sequence takes an empty (else the lowest free) slot and the
+running one's cells are copied into it (``StepPlan.copies``, ``LlamaRuntime.copy_prefix``): a burst
+of requests sharing a system prompt computes it once, not once per slot (measured: an 822-token
+prompt in 0.32 s with 782 tokens copied, against 4.6 s prefilled; identical logits). Only what the
+source has computed is copied, so a request arriving while the first is still prefilling the
+prompt copies that part and prefills the rest itself. The block pool still charges the whole
+sequence (the cells of idle slots are inside llama.cpp's per-slot reservation, not the pool). The
+reused cells are the very values a fresh prefill computes: a token's KV depends only on the
+tokens before it, and every step stays below the kernel switch of ``engine_config`` (batch-invariant).
 
 Compact slots: a slot is a llama.cpp KV stream, and llama.cpp computes a step's attention over
 every stream from the lowest to the highest slot in the batch (``llama_kv_cache::get_k``: a view
@@ -70,6 +76,7 @@ class StepPlan:
     released_slots: tuple[int, ...]  # slots of preempted sequences: clear their KV first
     preempted: tuple[Sequence, ...]
     trims: tuple[tuple[int, int], ...] = ()  # (slot, keep): drop the slot's cells from position keep on
+    copies: tuple[tuple[int, int, int], ...] = ()  # (source, target, keep): after the trims, copy cells 0..keep-1
 
     @property
     def tokens(self) -> int:
@@ -163,12 +170,13 @@ class Scheduler:
                 chunks.append(Chunk(seq, seq.computed, count, decode=False))
                 room -= count
         trims: list[tuple[int, int]] = []
+        copies: list[tuple[int, int, int]] = []
         if not preempted:
-            chunks.extend(self._admit(room, trims))
+            chunks.extend(self._admit(room, trims, copies))
         released = tuple(s.slot for s in preempted if s.slot is not None)
         for seq in preempted:
             seq.slot = None
-        return StepPlan(tuple(chunks), released, tuple(preempted), tuple(trims))
+        return StepPlan(tuple(chunks), released, tuple(preempted), tuple(trims), tuple(copies))
 
     def _short_prefill_step(self) -> StepPlan | None:
         """Admission prefill alone, when the head waiter's remaining prompt fits one step while
@@ -179,8 +187,9 @@ class Scheduler:
         if len(head.tokens) - self._choose_slot(head)[1] > self.limits.prefill_chunk_tokens:
             return None
         trims: list[tuple[int, int]] = []
-        chunks = self._admit(min(self.limits.prefill_chunk_tokens, self.limits.max_batch_tokens), trims)
-        return StepPlan(tuple(chunks), (), (), tuple(trims)) if chunks else None
+        copies: list[tuple[int, int, int]] = []
+        chunks = self._admit(min(self.limits.prefill_chunk_tokens, self.limits.max_batch_tokens), trims, copies)
+        return StepPlan(tuple(chunks), (), (), tuple(trims), tuple(copies)) if chunks else None
 
     def preempt_one(self) -> int | None:
         """Preempt the usual victim outside of planning (the engine's fallback when llama.cpp
@@ -217,14 +226,14 @@ class Scheduler:
         self.preemptions_total += 1
         self.add(victim)
 
-    def _admit(self, room: int, trims: list[tuple[int, int]]) -> list[Chunk]:
+    def _admit(self, room: int, trims: list[tuple[int, int]], copies: list[tuple[int, int, int]]) -> list[Chunk]:
         chunks = []
         while self.waiting and self._free_slots and room > 0:
             seq = self.waiting[0]
             if not self.pool.grow(seq.number, len(seq.tokens)):
                 break
             self.waiting.pop(0)
-            seq.slot, reused = self._take_slot(seq, trims)
+            seq.slot, reused = self._take_slot(seq, trims, copies)
             seq.computed = reused
             self.prefix_hit_tokens_total += reused
             self._admissions += 1
@@ -235,27 +244,54 @@ class Scheduler:
             chunks.append(Chunk(seq, reused, count, decode=False))
         return chunks
 
-    def _take_slot(self, seq: Sequence, trims: list[tuple[int, int]]) -> tuple[int, int]:
-        """Take ``_choose_slot``'s slot; note the trim of its cells past the reused prefix."""
-        slot, reused = self._choose_slot(seq)
+    def _take_slot(self, seq: Sequence, trims: list[tuple[int, int]],
+                   copies: list[tuple[int, int, int]]) -> tuple[int, int]:
+        """Take ``_choose_slot``'s slot; note the trim of its cells past the reused prefix, or the
+        copy of a running sequence's prefix into it."""
+        slot, reused, source = self._choose_slot(seq)
         self._free_slots.remove(slot)
-        if len(self._cached.pop(slot, [])) > reused:
+        cached = self._cached.pop(slot, [])
+        if source is not None:
+            copies.append((source, slot, reused))
+        elif len(cached) > reused:
             trims.append((slot, reused))
         return slot, reused
 
-    def _choose_slot(self, seq: Sequence) -> tuple[int, int]:
-        """The free slot for ``seq`` and how many of its tokens that slot's cells already hold: the
-        slot sharing the longest prefix with it, if that is a block long or the whole prompt; else
-        the lowest empty slot, else the lowest free one. Ties go to the lowest slot, so running
-        sequences stay in the lowest slots (module docstring: compact slots)."""
+    def _choose_slot(self, seq: Sequence) -> tuple[int, int, int | None]:
+        """The free slot for ``seq``, how many of its tokens it will hold without computing them,
+        and the running sequence's slot to copy them from (None: the slot holds them already).
+
+        The free slot sharing the longest prefix with it, if that is a block long or the whole
+        prompt; but when a running sequence has computed a prefix longer by a block, a copy of it
+        into the lowest empty slot (else the lowest free one); else that slot, holding nothing
+        of it. Ties go to the lowest slot, so running sequences stay in the lowest slots (module
+        docstring: compact slots)."""
         free = sorted(self._free_slots)
+        limit, block = len(seq.tokens) - 1, self.pool.block_tokens
         slot, reused = -1, 0
         if self.prefix_cache:
             for candidate in free:
-                shared = common_prefix(self._cached.get(candidate, []), seq.tokens, len(seq.tokens) - 1)
+                shared = common_prefix(self._cached.get(candidate, []), seq.tokens, limit)
                 if shared > reused:
                     slot, reused = candidate, shared
-        if slot < 0 or reused < min(self.pool.block_tokens, len(seq.tokens) - 1):
+        source, copied = self._longest_running_prefix(seq, limit)
+        if source is not None and copied >= max(reused + block, min(block, limit)):
+            empty = [s for s in free if not self._cached.get(s)]
+            return (empty[0] if empty else free[0]), copied, source
+        if slot < 0 or reused < min(block, limit):
             empty = [s for s in free if not self._cached.get(s)]
             slot, reused = (empty[0] if empty else free[0]), 0
-        return slot, reused
+        return slot, reused, None
+
+    def _longest_running_prefix(self, seq: Sequence, limit: int) -> tuple[int | None, int]:
+        """The slot of the running sequence whose computed tokens share the longest prefix with
+        ``seq`` (at most ``limit``), and its length; (None, 0) without prefix reuse or a match."""
+        best: tuple[int | None, int] = (None, 0)
+        if not self.prefix_cache:
+            return best
+        for other in self.running:
+            if other.slot is not None and other.computed > best[1]:
+                shared = common_prefix(other.tokens[:other.computed], seq.tokens, limit)
+                if shared > best[1]:
+                    best = (other.slot, shared)
+        return best

@@ -1,4 +1,4 @@
-from bench.shared_prefix import summarize
+from bench.shared_prefix import _has_text, summarize
 from bench.triton_stats import ENGINE_COUNTERS
 
 
@@ -8,10 +8,19 @@ def test_outcomes_are_counted_and_only_answered_requests_give_a_ttft() -> None:
     grown = {**dict.fromkeys(ENGINE_COUNTERS, 0.0), "prefill_tokens": 900.0, "prefix_hit_tokens": 2100.0}
     figures = summarize(results, grown)
     assert figures["outcomes"] == {"ok": 4, "http 503 predicted_slo_miss": 2, "http 504 deadline_exceeded": 1}
-    assert figures["ttft_p50_s"] == 0.2 and figures["ttft_max_s"] == 0.3
+    assert figures["ttft_p50_s"] == 0.2 and figures["ttft_max_s"] == 0.3 and figures["within_ttft"] == 3
+    assert summarize(results, grown, ttft_slo_s=0.25)["within_ttft"] == 2
     assert figures["engine_prefill_tokens"] == 900.0 and figures["engine_prefix_hit_tokens"] == 2100.0
 
 
 def test_nothing_answered_gives_no_ttft_and_no_engine_figures_without_counters() -> None:
     figures = summarize([("ReadTimeout", None)], None)
-    assert figures == {"outcomes": {"ReadTimeout": 1}, "ttft_p50_s": None, "ttft_max_s": None}
+    assert figures == {"outcomes": {"ReadTimeout": 1}, "ttft_p50_s": None, "ttft_max_s": None, "within_ttft": 0}
+
+
+def test_the_first_token_is_the_first_chunk_with_text_not_the_opening_role_chunk() -> None:
+    role = 'data: {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}'
+    text = 'data: {"choices": [{"index": 0, "delta": {"content": "Four"}}]}'
+    usage = 'data: {"choices": [], "usage": {"prompt_tokens": 9}}'
+    assert [_has_text(line) for line in (role, text, usage, "data: [DONE]", ": ping")] == [
+        False, True, False, False, False]

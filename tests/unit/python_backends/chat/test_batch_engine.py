@@ -187,6 +187,38 @@ def test_prefix_reuse_skips_the_shared_prefill_and_changes_no_output(artifacts_d
     assert stats.kv_blocks_used == 0
 
 
+SYSTEM_PROMPT = ("<|im_start|>system\n" + "You are a careful assistant for a railway company. " * 12
+                 + "<|im_end|>\n")
+
+
+def test_a_running_sequences_prefix_is_copied_to_a_newcomer_and_changes_no_output(artifacts_dir: Path) -> None:
+    prompts = [SYSTEM_PROMPT + TEMPLATE.format(q) for q in QUESTIONS[:3]]
+    fresh = _engine(artifacts_dir, prefix_cache=False)
+    try:
+        expected = [fresh.generate(p, GREEDY).text for p in prompts]
+    finally:
+        fresh.runtime.close()
+    cached = _engine(artifacts_dir, prefix_cache=True)
+    try:
+        sinks = [ListSink() for _ in prompts]
+        cached.submit(prompts[0], GREEDY, sinks[0])
+        while cached.prefill_tokens_total < len(cached.tokenize(prompts[0])):
+            assert cached.step()  # the first prompt prefilled; it decodes on in its slot
+        prefill_before = cached.prefill_tokens_total
+        for prompt, sink in zip(prompts[1:], sinks[1:], strict=True):
+            cached.submit(prompt, GREEDY, sink)
+        while cached.step():
+            pass
+        stats = cached.stats()
+        system_tokens = len(cached.tokenize(SYSTEM_PROMPT))
+        question_tokens = sum(len(cached.tokenize(p)) - system_tokens for p in prompts[1:])
+    finally:
+        cached.runtime.close()
+    assert [s.text for s in sinks] == expected
+    assert stats.prefix_hit_tokens_total >= 2 * (system_tokens - 2)  # each copied all but the boundary
+    assert stats.prefill_tokens_total - prefill_before <= question_tokens + 4
+
+
 def test_a_stream_interval_sends_the_first_text_at_once_then_every_n_tokens_and_the_same_text(
         engine: BatchEngine, artifacts_dir: Path) -> None:
     prompt = TEMPLATE.format(QUESTIONS[2])

@@ -187,3 +187,48 @@ def test_new_sequences_take_the_lowest_free_slots_so_the_batch_spans_few_kv_stre
     scheduler.schedule()
     assert sorted(s.slot for s in second if s.slot is not None) == [0, 1]
     assert scheduler.prefix_hit_tokens_total == 2 * (len(prompt) - 1)
+
+
+def test_a_running_sequences_computed_prefix_is_copied_into_an_empty_slot_for_a_newcomer() -> None:
+    scheduler = Scheduler(BlockPool(64, 4), SchedulerLimits(4, 32, 32), prefix_cache=True)
+    system = list(range(100, 112))
+    first = _tokens_seq([*system, 1, 2])
+    scheduler.add(first)
+    _run(scheduler.schedule())  # prefilled; it decodes on, its slot busy
+    follower = _tokens_seq([*system, 3, 4, 5])
+    scheduler.add(follower)
+    plan = scheduler.schedule()
+    assert follower.slot is not None and follower.slot != first.slot
+    assert plan.copies == ((first.slot, follower.slot, len(system)),) and plan.trims == ()
+    assert next((c.start, c.count) for c in plan.chunks if c.seq is follower) == (len(system), 3)
+    assert scheduler.prefix_hit_tokens_total == len(system)
+
+
+def test_only_what_the_running_sequence_has_computed_is_copied() -> None:
+    scheduler = Scheduler(BlockPool(64, 4), SchedulerLimits(4, 32, 8), prefix_cache=True)
+    system = list(range(100, 120))
+    first = _tokens_seq([*system, 1])
+    scheduler.add(first)
+    _run(scheduler.schedule())  # 8 of its 21 prompt tokens (the step's prefill budget)
+    follower = _tokens_seq([*system, 2])
+    scheduler.add(follower)
+    _run(scheduler.schedule())  # the first's next 8 take the whole budget: no admission
+    assert first.computed == 16 and follower.slot is None
+    plan = scheduler.schedule()  # the first's last 5, and 3 tokens of room for the follower
+    assert plan.copies == ((first.slot, follower.slot, 16),)  # 16 of the 20 shared: what is computed
+    assert next((c.start, c.count) for c in plan.chunks if c.seq is follower) == (16, 3)
+
+
+def test_a_free_slot_holding_the_prefix_is_reused_in_place_rather_than_copied() -> None:
+    scheduler = Scheduler(BlockPool(64, 4), SchedulerLimits(4, 32, 32), prefix_cache=True)
+    system = list(range(100, 112))
+    done, running = _tokens_seq([*system, 1]), _tokens_seq([*system, 2])
+    scheduler.add(done)
+    scheduler.add(running)
+    _run(scheduler.schedule())
+    freed = done.slot
+    scheduler.finish(done)
+    follower = _tokens_seq([*system, 3])
+    scheduler.add(follower)
+    plan = scheduler.schedule()
+    assert follower.slot == freed and plan.copies == () and plan.trims == ((freed, len(system)),)
