@@ -5,9 +5,9 @@ sequences at once. It waits until
 
 - the prompts ahead of it are prefilled: the engines' prefill lines (as predicted at dispatch) plus
   the prompts queued ahead of it (what the engines must compute of them, ``scheduling.prefix_reuse``),
-  at the feasible workers' summed prefill speed. The gateway holds
-  prompts back while an engine's line is long (``max_prefill_line_s``), but they are prefilled in
-  that order all the same: the bound changes where a prompt waits, not how long;
+  at the feasible workers' summed prefill speed. The gateway holds prompts back while an engine's
+  line is long (``max_prefill_line_s``), but they are prefilled in that order all the same: the
+  bound changes where a prompt waits, not how long;
 - and there is room for it: when the KV claims (``workers.kv_claim_tokens``) or the sequences in
   flight, plus those queued ahead, plus its own exceed the workers' budget for its tier, the excess
   must complete first. That work drains at the workers' observed service speed.

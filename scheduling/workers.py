@@ -116,7 +116,7 @@ class ModelLoad:
     last_change_s: float | None = None
     prefill_until_s: float = 0.0  # when the prompts dispatched so far should all be prefilled (predicted)
     line_shift_s: float = 0.0  # total correction applied to the line from observed first tokens
-    prefixes: PrefixMemory = field(default_factory=PrefixMemory)  # what the engine's free slots hold
+    prefixes: PrefixMemory = field(default_factory=PrefixMemory)  # the prompts the engine's slots hold
 
     def advance(self, now: float) -> None:
         """Add the busy time since the last change (the model had requests in flight)."""

@@ -275,13 +275,11 @@ class Scheduler:
                 if shared > reused:
                     slot, reused = candidate, shared
         source, copied = self._longest_running_prefix(seq, limit)
-        if source is not None and copied >= max(reused + block, min(block, limit)):
+        copy = source is not None and copied >= max(reused + block, min(block, limit))
+        if copy or slot < 0 or reused < min(block, limit):
             empty = [s for s in free if not self._cached.get(s)]
-            return (empty[0] if empty else free[0]), copied, source
-        if slot < 0 or reused < min(block, limit):
-            empty = [s for s in free if not self._cached.get(s)]
-            slot, reused = (empty[0] if empty else free[0]), 0
-        return slot, reused, None
+            slot, reused = (empty[0] if empty else free[0]), (copied if copy else 0)
+        return slot, reused, source if copy else None
 
     def _longest_running_prefix(self, seq: Sequence, limit: int) -> tuple[int | None, int]:
         """The slot of the running sequence whose computed tokens share the longest prefix with

@@ -22,7 +22,7 @@ from scheduling.workers import prefill_backlog_s
 
 def uncached_prompt_tokens(request: Request, endpoint: Endpoint) -> int:
     """Prompt tokens of ``request`` the endpoint's engine must prefill: all of them, less the prefix
-    its free slots hold when the model's engine reuses prefixes."""
+    its slots hold when the model's engine reuses prefixes."""
     if not endpoint.limits.prefix_reuse:
         return request.prefill_tokens
     memory = endpoint.load.model(request.model).prefixes
