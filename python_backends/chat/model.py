@@ -43,7 +43,7 @@ COUNTERS = {
     "shunter_llm_preemptions_total": ("Sequences preempted for lack of KV blocks", "preemptions_total"),
     "shunter_llm_prefill_tokens_total": ("Prompt tokens computed (recompute included)", "prefill_tokens_total"),
     "shunter_llm_decode_tokens_total": ("Tokens decoded", "decode_tokens_total"),
-    "shunter_llm_prefix_hit_tokens_total": ("Prompt tokens whose KV a slot already held (prefix reuse)",
+    "shunter_llm_prefix_hit_tokens_total": ("Prompt tokens whose KV a slot held or copied (prefix reuse)",
                                             "prefix_hit_tokens_total"),
     "shunter_llm_steps_total": ("Model steps run", "steps_total"),
     "shunter_llm_step_seconds_total": ("Wall time of the model steps (busy time)", "step_seconds_total"),

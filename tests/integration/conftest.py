@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench.tenancy.stack import Ports, TwoPoolStack
 from control.paths import StackPaths
@@ -67,6 +68,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory, artifacts_dir: Path) -> Iter
         yield RunningStack(f"http://127.0.0.1:{GATEWAY_PORT}", paths, worker_addresses(load_config(paths))[0], local)
     finally:
         local.stop()
+
+
+def worker_counter(stack: RunningStack, name: str, labels: dict[str, str]) -> float:
+    """A counter of the stack's Triton worker from its Prometheus metrics: the sum of the series
+    of ``name`` whose labels include ``labels`` (0 when there is none)."""
+    text = httpx.get(f"http://127.0.0.1:{stack.worker.metrics_port}/metrics", timeout=10).text
+    return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
+               if sample.name == name and labels.items() <= sample.labels.items())
 
 
 async def stream_chat(client: httpx.AsyncClient, content: str, max_tokens: int,

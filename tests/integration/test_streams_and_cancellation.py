@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import time
 
 import httpx
 import pytest
 
-from tests.integration.conftest import KEYS, RunningStack, stream_chat
+from tests.integration.conftest import KEYS, RunningStack, stream_chat, worker_counter
 
 pytestmark = pytest.mark.integration
 TOPICS = ["trains", "the sea", "autumn", "coffee", "mountains", "a cat", "the moon", "bread", "rain", "music",
@@ -37,27 +36,21 @@ def test_sixteen_concurrent_streams_each_get_their_own_output(stack: RunningStac
     assert identical == len(TOPICS), list(zip(solo, together, strict=True))
 
 
-def _worker_counter(stack: RunningStack, name: str, labels: str) -> float:
-    text = httpx.get(f"http://127.0.0.1:{stack.worker.metrics_port}/metrics", timeout=10).text
-    match = re.search(rf"^{name}{{{labels}}} ([0-9.e+]+)$", text, re.MULTILINE)
-    return float(match.group(1)) if match else 0.0
-
-
-CANCELLED = 'finish_reason="cancelled",model="chat"'
+CANCELLED = {"finish_reason": "cancelled", "model": "chat"}
 
 
 def _wait_for_one_more_cancellation(stack: RunningStack, before: float, timeout_s: float = 20) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if _worker_counter(stack, "shunter_llm_requests_finished_total", CANCELLED) > before:
+        if worker_counter(stack, "shunter_llm_requests_finished_total", CANCELLED) > before:
             break
         time.sleep(0.2)
-    assert _worker_counter(stack, "shunter_llm_requests_finished_total", CANCELLED) == before + 1
+    assert worker_counter(stack, "shunter_llm_requests_finished_total", CANCELLED) == before + 1
 
 
 def test_client_disconnect_cancels_generation_in_the_model(stack: RunningStack) -> None:
-    cancelled_before = _worker_counter(stack, "shunter_llm_requests_finished_total", CANCELLED)
-    tokens_before = _worker_counter(stack, "shunter_llm_generated_tokens_total", 'model="chat"')
+    cancelled_before = worker_counter(stack, "shunter_llm_requests_finished_total", CANCELLED)
+    tokens_before = worker_counter(stack, "shunter_llm_generated_tokens_total", {"model": "chat"})
     body = {"model": "chat", "messages": [{"role": "user", "content": "Write a very long story about a dragon."}],
             "max_tokens": 3000, "temperature": 0.8, "stream": True}
     with stack.client() as client, client.stream("POST", "/v1/chat/completions", json=body) as response:
@@ -67,12 +60,12 @@ def test_client_disconnect_cancels_generation_in_the_model(stack: RunningStack) 
             if received >= 5:
                 break  # leaving the block closes the connection mid-stream
     _wait_for_one_more_cancellation(stack, cancelled_before)
-    generated = _worker_counter(stack, "shunter_llm_generated_tokens_total", 'model="chat"') - tokens_before
+    generated = worker_counter(stack, "shunter_llm_generated_tokens_total", {"model": "chat"}) - tokens_before
     assert generated < 300  # stopped long before max_tokens
 
 
 def test_client_disconnect_cancels_a_non_streamed_generation_too(stack: RunningStack) -> None:
-    cancelled_before = _worker_counter(stack, "shunter_llm_requests_finished_total", CANCELLED)
+    cancelled_before = worker_counter(stack, "shunter_llm_requests_finished_total", CANCELLED)
     body = {"model": "chat", "messages": [{"role": "user", "content": "Write a very long story about a dragon."}],
             "max_tokens": 3000, "temperature": 0.8}
     with stack.client(timeout_s=1.5) as client, contextlib.suppress(httpx.TimeoutException):
