@@ -9,9 +9,10 @@ would serve at once (``bench.shared_prefix``).
 
 The driver describes each LLM prompt by the chain hashes of its leading blocks
 (``PromptPrefixes``: hash ``i`` covers tokens ``[0, (i + 1) * block_tokens)``, so two prompts
-share hash ``i`` exactly when they share those tokens). Per worker and model the scheduler keeps a
-``PrefixMemory``: the chains of the last ``max_sequences`` prompts dispatched there, one per
-engine slot (a slot keeps the last prompt it ran, running or finished, until another takes it).
+share hash ``i`` exactly when they share those tokens). Per worker, model and version (versions
+loaded side by side run engines of their own) the scheduler keeps a ``PrefixMemory``: the chains
+of the last ``max_sequences`` prompts dispatched there, one per engine slot (a slot keeps the last
+prompt it ran, running or finished, until another takes it).
 Output tokens are not hashed, so a conversation's next turn (whose prompt holds the previous
 answer) is predicted to reuse less than it does.
 

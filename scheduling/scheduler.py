@@ -259,7 +259,8 @@ class Scheduler:
             load.add(request, now, prefill_s, kv_tokens)
             line = load.model(request.model)
             if endpoint.limits.prefix_reuse:
-                line.prefixes.remember(request.prefixes, endpoint.view.profile.max_sequences)
+                slots = endpoint.view.profile.max_sequences
+                line.prefix_memory(request.model_version).remember(request.prefixes, slots)
             predicted_s = line.prefill_until_s if llm else None
             self.in_flight[request.request_id] = InFlight(request, endpoint.worker_id, endpoint.view.pool, now,
                                                           predicted_s, line.line_shift_s, kv_tokens)

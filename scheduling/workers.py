@@ -116,7 +116,12 @@ class ModelLoad:
     last_change_s: float | None = None
     prefill_until_s: float = 0.0  # when the prompts dispatched so far should all be prefilled (predicted)
     line_shift_s: float = 0.0  # total correction applied to the line from observed first tokens
-    prefixes: PrefixMemory = field(default_factory=PrefixMemory)  # the prompts the engine's slots hold
+    prefixes: dict[int | None, PrefixMemory] = field(default_factory=dict)  # per version: what its engine holds
+
+    def prefix_memory(self, version: int | None) -> PrefixMemory:
+        """The prompts held by the engine of ``version`` (None: requests not pinned to a version).
+        Versions loaded side by side (a canary, an A/B test) run engines of their own."""
+        return self.prefixes.setdefault(version, PrefixMemory())
 
     def advance(self, now: float) -> None:
         """Add the busy time since the last change (the model had requests in flight)."""

@@ -25,7 +25,7 @@ def uncached_prompt_tokens(request: Request, endpoint: Endpoint) -> int:
     its slots hold when the model's engine reuses prefixes."""
     if not endpoint.limits.prefix_reuse:
         return request.prefill_tokens
-    memory = endpoint.load.model(request.model).prefixes
+    memory = endpoint.load.model(request.model).prefix_memory(request.model_version)
     return request.prefill_tokens - memory.reusable_tokens(request.prefixes, request.prefill_tokens)
 
 

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from scheduling.capacity import CapacityProfile
 from scheduling.outcomes import Admitted, Rejected, RejectReason
+from scheduling.placement.latency import uncached_prompt_tokens
 from scheduling.prefix_reuse import PrefixMemory, PromptPrefixes
 from scheduling.requests import Request
 from scheduling.scheduler import Scheduler, SchedulerConfig, build_scheduler
@@ -111,3 +112,14 @@ def test_a_prompt_goes_to_the_worker_whose_slots_hold_its_prefix() -> None:
         scheduler.submit(follow, now=5.0 * question)
         assert scheduler.schedule(now=5.0 * question).dispatches[0].worker_id == holder
         scheduler.complete(follow.request_id, now=5.0 * question + 1.0, generated_tokens=16)
+
+
+def test_versions_loaded_side_by_side_hold_prefixes_of_their_own() -> None:
+    scheduler = _scheduler(reuse=True)
+    served = replace(_chat(0), model_version=1)
+    scheduler.submit(served, now=0.0)
+    scheduler.schedule(now=0.0)
+    scheduler.complete(served.request_id, now=5.0, generated_tokens=16)
+    endpoint = scheduler.endpoints("chat", 5.0)[0]
+    same, other = replace(_chat(1, now=5.0), model_version=1), replace(_chat(1, now=5.0), model_version=2)
+    assert uncached_prompt_tokens(same, endpoint) == 28 and uncached_prompt_tokens(other, endpoint) == 1020
