@@ -27,8 +27,10 @@ a block) than any free slot, the new sequence takes an empty (else the lowest fr
 running one's cells are copied into it (``StepPlan.copies``, ``LlamaRuntime.copy_prefix``): a burst
 of requests sharing a system prompt computes it once, not once per slot (measured: an 822-token
 prompt in 0.32 s with 782 tokens copied, against 4.6 s prefilled; identical logits). Only what the
-source has computed is copied, so a request arriving while the first is still prefilling the
-prompt copies that part and prefills the rest itself. The block pool still charges the whole
+source has computed is copied. A cold burst still computes its shared prompt about once: the
+first prompt's chunks take each step's whole prefill budget until its last one, so the others are
+admitted only then and copy all but less than a chunk of it
+(``test_a_cold_burst_sharing_a_system_prompt_computes_it_about_once``). The block pool still charges the whole
 sequence (the cells of idle slots are inside llama.cpp's per-slot reservation, not the pool). The
 reused cells are the very values a fresh prefill computes: a token's KV depends only on the
 tokens before it, and every step stays below the kernel switch of ``engine_config`` (batch-invariant).

@@ -219,6 +219,23 @@ def test_a_running_sequences_prefix_is_copied_to_a_newcomer_and_changes_no_outpu
     assert stats.prefill_tokens_total - prefill_before <= question_tokens + 4
 
 
+def test_a_cold_burst_sharing_a_system_prompt_computes_it_about_once(artifacts_dir: Path) -> None:
+    # The first prompt's prefill takes each step's whole budget until its last chunk, so the others
+    # are admitted then and copy all but less than a chunk of the shared prompt.
+    prompts = [SYSTEM_PROMPT + TEMPLATE.format(q) for q in QUESTIONS[3:6]]
+    cached = _engine(artifacts_dir, prefix_cache=True)
+    try:
+        sinks = _together(cached, prompts, GREEDY)
+        lengths = [len(cached.tokenize(p)) for p in prompts]
+        system_tokens = len(cached.tokenize(SYSTEM_PROMPT))
+        prefilled, chunk = cached.prefill_tokens_total, cached.config.prefill_chunk_tokens
+    finally:
+        cached.runtime.close()
+    assert all(s.done for s in sinks)
+    assert prefilled <= lengths[0] + sum(n - system_tokens + chunk for n in lengths[1:])
+    assert prefilled < sum(lengths) - system_tokens  # well under computing the shared prompt twice
+
+
 def test_a_stream_interval_sends_the_first_text_at_once_then_every_n_tokens_and_the_same_text(
         engine: BatchEngine, artifacts_dir: Path) -> None:
     prompt = TEMPLATE.format(QUESTIONS[2])
