@@ -25,7 +25,7 @@ from pathlib import Path
 import jinja2
 
 from control.config import ModelSpec, StackConfig, WorkloadKind
-from python_backends.chat.engine_config import DEFAULT_THREADS
+from python_backends.chat.engine_config import DEFAULT_THREADS, EngineConfig
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES_DIR = PROJECT_ROOT / "triton_configs"
@@ -94,6 +94,19 @@ def render_configs(model: ModelSpec, gpu_type: str, versions: Sequence[int] | No
     return configs
 
 
+def engine_reuses_prefixes(model: ModelSpec, gpu_type: str) -> bool:
+    """Whether the engine that serves LLM ``model`` on ``gpu_type`` reuses cached prompt prefixes:
+    TensorRT-LLM's ``enable_kv_cache_reuse``, or the CPU engine's ``prefix_cache``. Raises
+    RenderError on a bad setting."""
+    if uses_trtllm(model, gpu_type):
+        return trtllm_settings(model)["enable_kv_cache_reuse"] == "true"
+    parameters = {"context_tokens": str(model.context_tokens), **model.parameters}
+    try:
+        return EngineConfig.from_parameters(parameters).prefix_cache
+    except ValueError as exc:
+        raise RenderError(f"model {model.name}: {exc}") from exc
+
+
 def share_engine_threads(model: ModelSpec, versions: int) -> ModelSpec:
     """``model`` with its CPU engine's ``n_threads`` divided among the ``versions`` that Triton loads
     side by side (a canary, an A/B test, a rollback draining), at least one thread each.
@@ -125,8 +138,12 @@ def trtllm_settings(model: ModelSpec) -> dict[str, str]:
         "kv_cache_free_gpu_mem_fraction": params.get("trtllm_kv_cache_free_gpu_mem_fraction", "0.9"),
         "max_tokens_in_paged_kv_cache": params.get("kv_cache_tokens", str(2 * model.context_tokens)),
         "enable_chunked_context": params.get("trtllm_enable_chunked_context", "true"),
+        "enable_kv_cache_reuse": params.get("trtllm_enable_kv_cache_reuse", "false"),
         "max_num_sequences": params.get("trtllm_max_num_sequences", "64"),
     }
+    if settings["enable_kv_cache_reuse"] not in ("true", "false"):
+        raise RenderError(f"model {model.name}: trtllm_enable_kv_cache_reuse must be true or false "
+                          "(true needs an engine built with paged context FMHA)")
     if settings["batch_scheduler_policy"] not in _SCHEDULER_POLICIES:
         raise RenderError(f"model {model.name}: trtllm_batch_scheduler_policy must be one of {_SCHEDULER_POLICIES}")
     try:

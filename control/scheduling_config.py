@@ -10,8 +10,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 from control.config import ConfigError, ModelSpec, StackConfig, WorkloadKind, read_yaml
-from control.repository import uses_trtllm
-from python_backends.chat.engine_config import EngineConfig
+from control.repository import RenderError, engine_reuses_prefixes
 from scheduling.admission import AdmissionConfig
 from scheduling.capacity import CapacityProfile
 from scheduling.requests import RequestKind
@@ -77,16 +76,14 @@ class SchedulingSettings:
 
 
 def _reuses_prefixes(model: ModelSpec, stack: StackConfig) -> bool:
-    """Whether ``model`` is an LLM that only the CPU engine serves, with its ``prefix_cache`` on (the
-    TensorRT-LLM configs are rendered without KV-cache reuse)."""
-    pools = [pool for pool in stack.pools if model.name in pool.models]
-    if model.kind is not WorkloadKind.LLM or any(uses_trtllm(model, pool.gpu_type) for pool in pools):
+    """Whether ``model`` is an LLM whose engine reuses cached prompt prefixes on every pool that
+    serves it (``repository.engine_reuses_prefixes``)."""
+    if model.kind is not WorkloadKind.LLM:
         return False
     try:
-        parameters = {"context_tokens": str(model.context_tokens), **model.parameters}
-        return EngineConfig.from_parameters(parameters).prefix_cache
-    except ValueError as exc:
-        raise ConfigError(f"model {model.name}: {exc}") from exc
+        return all(engine_reuses_prefixes(model, pool.gpu_type) for pool in stack.pools if model.name in pool.models)
+    except RenderError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 def _limits(stack: StackConfig, parsed: SchedulingFile) -> dict[str, ModelLimits]:

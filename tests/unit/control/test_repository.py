@@ -6,7 +6,7 @@ from tritonclient.grpc import model_config_pb2
 
 from control.config import ModelSpec, StackConfig, WorkloadKind
 from control.paths import StackPaths
-from control.repository import RenderError, render_config, render_configs, render_repository
+from control.repository import RenderError, engine_reuses_prefixes, render_config, render_configs, render_repository
 from control.stack import load_config
 
 
@@ -66,6 +66,20 @@ def test_chat_on_a_gpu_pool_is_a_tensorrt_llm_ensemble(config: StackConfig) -> N
         assert set(step.output_map.keys()) <= model_outputs
     assert {o.name for o in ensemble.output} <= produced
     assert steps["chat_tensorrt_llm"].input_map["streaming"] == "_STREAMING"
+
+
+def test_tensorrt_llm_kv_cache_reuse_is_off_unless_asked_for_and_then_rendered(config: StackConfig) -> None:
+    chat = next(m for m in config.models if m.kind is WorkloadKind.LLM)
+    def reuse(spec: ModelSpec) -> str:
+        engine = _parse(render_configs(spec, "a100")["chat_tensorrt_llm"])
+        return str(engine.parameters["enable_kv_cache_reuse"].string_value)
+    assert reuse(chat) == "false" and not engine_reuses_prefixes(chat, "a100")
+    asked = chat.model_copy(update={"parameters": {**chat.parameters, "trtllm_enable_kv_cache_reuse": "true"}})
+    assert reuse(asked) == "true" and engine_reuses_prefixes(asked, "a100")
+    assert engine_reuses_prefixes(chat, "cpu")  # the CPU engine's prefix_cache, on by default
+    bad = chat.model_copy(update={"parameters": {**chat.parameters, "trtllm_enable_kv_cache_reuse": "yes"}})
+    with pytest.raises(RenderError, match="enable_kv_cache_reuse"):
+        render_configs(bad, "a100")
 
 
 def test_bad_tensorrt_llm_settings_fail_the_render() -> None:

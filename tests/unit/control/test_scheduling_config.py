@@ -97,12 +97,16 @@ def test_only_an_llm_whose_cpu_engine_keeps_its_prefix_cache_is_predicted_to_reu
     assert not load_scheduling(SHIPPED.scheduling_file, off).limits["chat"].prefix_reuse
 
 
-def test_an_llm_served_by_tensorrt_llm_somewhere_is_not_predicted_to_reuse_prefixes() -> None:
+def test_an_llm_on_tensorrt_llm_is_predicted_to_reuse_prefixes_only_with_its_kv_cache_reuse_on() -> None:
     stack = load_config(SHIPPED)
     pools = [p.model_copy(update={"gpu_type": "a100-80gb", "profile": "cpu"}) if "chat" in p.models else p
              for p in stack.pools]
-    limits = load_scheduling(SHIPPED.scheduling_file, stack.model_copy(update={"pools": pools})).limits
-    assert not limits["chat"].prefix_reuse
+    on_gpu = stack.model_copy(update={"pools": pools})
+    assert not load_scheduling(SHIPPED.scheduling_file, on_gpu).limits["chat"].prefix_reuse
+    models = [m.model_copy(update={"parameters": {**m.parameters, "trtllm_enable_kv_cache_reuse": "true"}})
+              if m.name == "chat" else m for m in stack.models]
+    reusing = on_gpu.model_copy(update={"models": models})
+    assert load_scheduling(SHIPPED.scheduling_file, reusing).limits["chat"].prefix_reuse
 
 
 def test_a_bad_engine_parameter_is_a_configuration_error() -> None:
