@@ -23,7 +23,7 @@ import numpy as np
 import orjson
 import tritonclient.grpc.aio as grpcclient
 
-from bench.clients import TRITON_PRIORITY, BadResponse
+from bench.clients import TRITON_PRIORITY, BadResponse, RefusedResponse
 from bench.workload import CHAT_MAX_TOKENS, CHAT_PROMPT, CHAT_SYSTEM, CHAT_USER
 
 IDLE_TIMEOUT_S = 20.0
@@ -68,17 +68,26 @@ def timing(started: float, chunk_times: list[float], completion_tokens: int) -> 
     )
 
 
+def refused(status: int, body: bytes) -> RefusedResponse:
+    """The error for an HTTP error answer, with the documented error body's ``code`` when it has one."""
+    try:
+        error = orjson.loads(body).get("error")
+    except orjson.JSONDecodeError:
+        error = None
+    return RefusedResponse(status, error.get("code") if isinstance(error, dict) else None, body)
+
+
 class GatewayChat:
     """``POST /v1/chat/completions`` with ``stream: true``, read as SSE."""
 
     def __init__(self, http: httpx.AsyncClient, idle_timeout_s: float = IDLE_TIMEOUT_S,
-                 user: str = CHAT_USER, max_tokens: int = CHAT_MAX_TOKENS) -> None:
+                 user: str = CHAT_USER, max_tokens: int = CHAT_MAX_TOKENS, system: str = CHAT_SYSTEM) -> None:
         self.http = http
         self.idle_timeout_s = idle_timeout_s
         self.body = orjson.dumps({
             "model": "chat", "stream": True, "stream_options": {"include_usage": True},
             "max_tokens": max_tokens, "temperature": 0,
-            "messages": [{"role": "system", "content": CHAT_SYSTEM}, {"role": "user", "content": user}],
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
         })
 
     async def stream(self, arrivals: list[float] | None = None) -> StreamTiming:
@@ -90,7 +99,7 @@ class GatewayChat:
         async with self.http.stream("POST", "/v1/chat/completions", content=self.body,
                                     headers={"Content-Type": "application/json"}) as response:
             if response.status_code != 200:
-                raise BadResponse(f"HTTP {response.status_code}: {(await response.aread())[:200]!r}")
+                raise refused(response.status_code, await response.aread())
             last_data = time.perf_counter()
             async for line in with_idle_timeout(response.aiter_lines(), self.idle_timeout_s):
                 if not line.startswith("data:"):  # an SSE ping or comment: not progress

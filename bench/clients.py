@@ -44,6 +44,15 @@ class BadResponse(RuntimeError):
     """An answer arrived but was not a success or had the wrong shape."""
 
 
+class RefusedResponse(BadResponse):
+    """The gateway answered with an HTTP error: its ``status`` and the error body's ``code``."""
+
+    def __init__(self, status: int, code: str | None, body: bytes) -> None:
+        super().__init__(f"HTTP {status}: {body[:200]!r}")
+        self.status = status
+        self.code = code
+
+
 def _bytes_column(values: list[bytes]) -> np.ndarray:
     return np.array([[v] for v in values], dtype=np.object_)
 

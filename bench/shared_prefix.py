@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import httpx
-import orjson
 import typer
 
+from bench.chat import GatewayChat
+from bench.clients import BadResponse, RefusedResponse
 from bench.run import command_line
 from bench.stack import BENCH_RESULTS, bench_stack, private_stack_options
 from bench.triton_stats import engine_busy, engine_counters
@@ -36,43 +37,26 @@ PREMIUM_KEY = "demo-premium-key"
 PREMIUM_TTFT_S = 4.0  # config/scheduling.yaml: premium's ttft_s
 
 
-def _has_text(line: str) -> bool:
-    """Whether an SSE line is a chunk carrying generated text (not the opening role chunk, whose
-    content is empty and which the gateway sends before the model has produced anything)."""
-    if not line.startswith("data: {"):
-        return False
-    choices = orjson.loads(line[6:]).get("choices") or [{}]
-    return bool(choices[0].get("delta", {}).get("content"))
-
-
-async def _one(http: httpx.AsyncClient, body: dict[str, Any]) -> tuple[str, float | None]:
-    """One streamed request: (outcome, seconds to its first text chunk or None)."""
-    started = time.perf_counter()
+async def _one(http: httpx.AsyncClient, system: str, user: str, max_tokens: int) -> tuple[str, float | None]:
+    """One streamed request: (outcome, seconds to its first generated text, or None)."""
     try:
-        async with http.stream("POST", "/v1/chat/completions", json=body) as response:
-            if response.status_code != 200:
-                code = orjson.loads(await response.aread()).get("error", {}).get("code")
-                return f"http {response.status_code} {code}", None
-            first: float | None = None
-            async for line in response.aiter_lines():
-                if '"error"' in line:
-                    return "error in stream", first
-                if first is None and _has_text(line):
-                    first = time.perf_counter() - started
-            return "ok", first
+        timing = await GatewayChat(http, idle_timeout_s=60.0, user=user, max_tokens=max_tokens, system=system).stream()
+    except RefusedResponse as refused:
+        return f"http {refused.status} {refused.code}", None
+    except BadResponse:
+        return "error in stream", None
     except httpx.HTTPError as exc:
         return type(exc).__name__, None
+    return "ok", timing.ttft_ms / 1000.0
 
 
 async def _client(http: httpx.AsyncClient, number: int, system: str, max_tokens: int, stop_at: float,
                   results: list[tuple[str, float | None]]) -> None:
     sent = 0
     while time.perf_counter() < stop_at:
-        body = {"model": "chat", "stream": True, "max_tokens": max_tokens, "temperature": 0,
-                "messages": [{"role": "system", "content": system},
-                             {"role": "user", "content": f"Question {number}-{sent}: what is {number} plus {sent}?"}]}
+        user = f"Question {number}-{sent}: what is {number} plus {sent}?"
         sent += 1
-        results.append(await _one(http, body))
+        results.append(await _one(http, system, user, max_tokens))
 
 
 def summarize(results: list[tuple[str, float | None]], grown: dict[str, float] | None,

@@ -25,7 +25,7 @@ from pathlib import Path
 import jinja2
 
 from control.config import ModelSpec, StackConfig, WorkloadKind
-from python_backends.chat.engine_config import DEFAULT_THREADS, EngineConfig
+from python_backends.chat.engine_config import EngineConfig
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES_DIR = PROJECT_ROOT / "triton_configs"
@@ -100,9 +100,15 @@ def engine_reuses_prefixes(model: ModelSpec, gpu_type: str) -> bool:
     RenderError on a bad setting."""
     if uses_trtllm(model, gpu_type):
         return trtllm_settings(model)["enable_kv_cache_reuse"] == "true"
+    return cpu_engine_config(model).prefix_cache
+
+
+def cpu_engine_config(model: ModelSpec) -> EngineConfig:
+    """The CPU chat engine's settings for LLM ``model``, as the engine reads its parameters;
+    RenderError naming a bad one."""
     parameters = {"context_tokens": str(model.context_tokens), **model.parameters}
     try:
-        return EngineConfig.from_parameters(parameters).prefix_cache
+        return EngineConfig.from_parameters(parameters)
     except ValueError as exc:
         raise RenderError(f"model {model.name}: {exc}") from exc
 
@@ -119,11 +125,7 @@ def share_engine_threads(model: ModelSpec, versions: int) -> ModelSpec:
     """
     if versions <= 1:
         return model
-    try:
-        configured = int(model.parameters.get("n_threads", DEFAULT_THREADS))
-    except ValueError:
-        raise RenderError(f"model {model.name}: n_threads must be a whole number") from None
-    shared = max(1, configured // versions)
+    shared = max(1, cpu_engine_config(model).n_threads // versions)
     return model.model_copy(update={"parameters": {**model.parameters, "n_threads": str(shared)}})
 
 

@@ -80,8 +80,15 @@ def build_generation(state: GatewayState, model: ModelSpec, tenant: Tenant, prom
         prompt=prompt, prompt_tokens=prompt_tokens,
         max_tokens=max_tokens if max_tokens is not None else min(model.default_max_tokens, room),
         temperature=body.temperature, top_p=body.top_p, top_k=body.top_k, seed=body.seed,
-        stop=stop, priority=tenant.tier.triton_priority, prefixes=PromptPrefixes.of(tokens),
+        stop=stop, priority=tenant.tier.triton_priority,
+        prefixes=PromptPrefixes.of(tokens) if _reuses_prefixes(state, model.name) else None,
     )
+
+
+def _reuses_prefixes(state: GatewayState, model: str) -> bool:
+    """Whether the scheduler predicts prefix reuse for ``model`` (else its prompt is not hashed)."""
+    limits = state.scheduling.limits.get(model)
+    return limits is not None and limits.prefix_reuse
 
 
 def usage(chunk: TextChunk) -> dict[str, int]:

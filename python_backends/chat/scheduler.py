@@ -291,7 +291,7 @@ class Scheduler:
             return best
         for other in self.running:
             if other.slot is not None and other.computed > best[1]:
-                shared = common_prefix(other.tokens[:other.computed], seq.tokens, limit)
+                shared = common_prefix(other.tokens, seq.tokens, min(limit, other.computed))
                 if shared > best[1]:
                     best = (other.slot, shared)
         return best

@@ -1,4 +1,4 @@
-from bench.shared_prefix import _has_text, summarize
+from bench.shared_prefix import summarize
 from bench.triton_stats import ENGINE_COUNTERS
 
 
@@ -17,10 +17,3 @@ def test_nothing_answered_gives_no_ttft_and_no_engine_figures_without_counters()
     figures = summarize([("ReadTimeout", None)], None)
     assert figures == {"outcomes": {"ReadTimeout": 1}, "ttft_p50_s": None, "ttft_max_s": None, "within_ttft": 0}
 
-
-def test_the_first_token_is_the_first_chunk_with_text_not_the_opening_role_chunk() -> None:
-    role = 'data: {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}'
-    text = 'data: {"choices": [{"index": 0, "delta": {"content": "Four"}}]}'
-    usage = 'data: {"choices": [], "usage": {"prompt_tokens": 9}}'
-    assert [_has_text(line) for line in (role, text, usage, "data: [DONE]", ": ping")] == [
-        False, True, False, False, False]
