@@ -68,13 +68,15 @@ def timing(started: float, chunk_times: list[float], completion_tokens: int) -> 
     )
 
 
-def refused(status: int, body: bytes) -> RefusedResponse:
-    """The error for an HTTP error answer, with the documented error body's ``code`` when it has one."""
+def refused(status: int, body: bytes, retry_after: str | None = None) -> RefusedResponse:
+    """The error for an HTTP error answer, with the documented error body's ``code`` when it has one
+    and the ``Retry-After`` header (``retry_after``) when it is a number of seconds."""
     try:
         error = orjson.loads(body).get("error")
     except orjson.JSONDecodeError:
         error = None
-    return RefusedResponse(status, error.get("code") if isinstance(error, dict) else None, body)
+    retry_after_s = float(retry_after) if retry_after is not None and retry_after.strip().isdigit() else None
+    return RefusedResponse(status, error.get("code") if isinstance(error, dict) else None, body, retry_after_s)
 
 
 class GatewayChat:
@@ -99,7 +101,7 @@ class GatewayChat:
         async with self.http.stream("POST", "/v1/chat/completions", content=self.body,
                                     headers={"Content-Type": "application/json"}) as response:
             if response.status_code != 200:
-                raise refused(response.status_code, await response.aread())
+                raise refused(response.status_code, await response.aread(), response.headers.get("retry-after"))
             last_data = time.perf_counter()
             async for line in with_idle_timeout(response.aiter_lines(), self.idle_timeout_s):
                 if not line.startswith("data:"):  # an SSE ping or comment: not progress

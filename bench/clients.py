@@ -45,12 +45,14 @@ class BadResponse(RuntimeError):
 
 
 class RefusedResponse(BadResponse):
-    """The gateway answered with an HTTP error: its ``status`` and the error body's ``code``."""
+    """The gateway answered with an HTTP error: its ``status``, the error body's ``code`` and the
+    ``Retry-After`` header in seconds (None when absent or not a number of seconds)."""
 
-    def __init__(self, status: int, code: str | None, body: bytes) -> None:
+    def __init__(self, status: int, code: str | None, body: bytes, retry_after_s: float | None = None) -> None:
         super().__init__(f"HTTP {status}: {body[:200]!r}")
         self.status = status
         self.code = code
+        self.retry_after_s = retry_after_s
 
 
 def _bytes_column(values: list[bytes]) -> np.ndarray:

@@ -1,11 +1,15 @@
 """CLI: chat streams that share a long system prompt, through a private stack.
 
-``python -m bench.shared_prefix [--scheduling FILE] [--streams 8] [--duration-s 40] --out FILE``
+``python -m bench.shared_prefix [--scheduling FILE] [--streams 8] [--duration-s 40] [--unique-system]
+[--honour-retry-after] --out FILE``
 
 ``streams`` closed-loop premium clients send, for ``duration_s``, chat requests whose system
 prompt is the same ``system_sentences`` sentences (about 10 tokens each) and whose user question
-differs, each with ``max_tokens`` 16. A client sends its next request as soon as the last one
-ended, whatever its outcome (a 503's Retry-After is not honoured: the worst case for the gateway).
+differs, each with ``max_tokens`` 16. With ``--unique-system`` every system prompt starts with a
+line of its own, so no two prompts share a prefix block and every one is prefilled in full (cold
+prompts: how the gateway copes when the engine is slower than predicted). A client sends its next
+request as soon as the last one ended, whatever its outcome: a refusal's Retry-After is not
+honoured (the worst case for the gateway) unless ``--honour-retry-after``.
 The report counts the outcomes (HTTP status and error code), the TTFT of the answered ones (to
 their first generated text) and how many met premium's ``ttft_slo_s``, and what the chat engine
 prefilled against what its prefix cache reused (its step counters).
@@ -37,26 +41,32 @@ PREMIUM_KEY = "demo-premium-key"
 PREMIUM_TTFT_S = 4.0  # config/scheduling.yaml: premium's ttft_s
 
 
-async def _one(http: httpx.AsyncClient, system: str, user: str, max_tokens: int) -> tuple[str, float | None]:
-    """One streamed request: (outcome, seconds to its first generated text, or None)."""
+async def _one(http: httpx.AsyncClient, system: str, user: str, max_tokens: int) -> tuple[str, float | None, float]:
+    """One streamed request: (outcome, seconds to its first generated text or None, the
+    refusal's Retry-After in seconds or 0)."""
     try:
         timing = await GatewayChat(http, idle_timeout_s=60.0, user=user, max_tokens=max_tokens, system=system).stream()
     except RefusedResponse as refused:
-        return f"http {refused.status} {refused.code}", None
+        return f"http {refused.status} {refused.code}", None, refused.retry_after_s or 0.0
     except BadResponse:
-        return "error in stream", None
+        return "error in stream", None, 0.0
     except httpx.HTTPError as exc:
-        return type(exc).__name__, None
-    return "ok", timing.ttft_ms / 1000.0
+        return type(exc).__name__, None, 0.0
+    return "ok", timing.ttft_ms / 1000.0, 0.0
 
 
 async def _client(http: httpx.AsyncClient, number: int, system: str, max_tokens: int, stop_at: float,
-                  results: list[tuple[str, float | None]]) -> None:
+                  results: list[tuple[str, float | None]], unique_system: bool = False,
+                  honour_retry_after: bool = False) -> None:
     sent = 0
     while time.perf_counter() < stop_at:
         user = f"Question {number}-{sent}: what is {number} plus {sent}?"
+        own_system = f"Conversation {number}-{sent}. {system}" if unique_system else system
         sent += 1
-        results.append(await _one(http, system, user, max_tokens))
+        outcome, ttft_s, retry_after_s = await _one(http, own_system, user, max_tokens)
+        results.append((outcome, ttft_s))
+        if honour_retry_after and retry_after_s > 0:
+            await asyncio.sleep(min(retry_after_s, max(0.0, stop_at - time.perf_counter())))
 
 
 def summarize(results: list[tuple[str, float | None]], grown: dict[str, float] | None,
@@ -75,13 +85,14 @@ def summarize(results: list[tuple[str, float | None]], grown: dict[str, float] |
 
 
 async def _measure(url: str, metrics: str | None, streams: int, duration_s: float, system: str,
-                   max_tokens: int) -> dict[str, Any]:
+                   max_tokens: int, unique_system: bool, honour_retry_after: bool) -> dict[str, Any]:
     before = await engine_counters(metrics) if metrics else None
     results: list[tuple[str, float | None]] = []
     async with httpx.AsyncClient(base_url=url, timeout=120.0, headers={"Authorization": f"Bearer {PREMIUM_KEY}"},
                                  limits=httpx.Limits(max_connections=streams + 4)) as http:
         stop_at = time.perf_counter() + duration_s
-        await asyncio.gather(*(_client(http, n, system, max_tokens, stop_at, results) for n in range(streams)))
+        await asyncio.gather(*(_client(http, n, system, max_tokens, stop_at, results, unique_system,
+                                       honour_retry_after) for n in range(streams)))
     after = await engine_counters(metrics) if metrics else None
     return summarize(results, engine_busy(before, after))
 
@@ -93,13 +104,16 @@ def main(out: Annotated[Path, typer.Option(help="JSON report.")] = BENCH_RESULTS
          streams: Annotated[int, typer.Option(min=1, max=64)] = 8,
          duration_s: Annotated[float, typer.Option(min=1.0, max=600.0)] = 40.0,
          system_sentences: Annotated[int, typer.Option(min=1, max=300)] = 100,
-         max_tokens: Annotated[int, typer.Option(min=1, max=256)] = 16) -> None:
+         max_tokens: Annotated[int, typer.Option(min=1, max=256)] = 16,
+         unique_system: Annotated[bool, typer.Option(help="A system prompt of its own per request.")] = False,
+         honour_retry_after: Annotated[bool, typer.Option(
+             help="Wait a refusal's Retry-After before the next request.")] = False) -> None:
     """See the module docstring."""
     system = " ".join([SENTENCE] * system_sentences)
     with private_stack_options(scheduling_file=scheduling) as options, \
             bench_stack(options, log=lambda _: None) as endpoints:
         figures = asyncio.run(_measure(endpoints.gateway_url, endpoints.triton_metrics, streams, duration_s,
-                                       system, max_tokens))
+                                       system, max_tokens, unique_system, honour_retry_after))
     result = {"command": command_line(), "scheduling": str(scheduling or "shipped"), **figures}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")

@@ -4,7 +4,7 @@ asyncio loop, the simulator's event heap).
 
     submit(request, now) -> Admitted | Rejected
     schedule(now)        -> SchedulePlan(dispatches, expired, shed)
-    first_token(id, now)  (optional: corrects the predicted prefill line)
+    first_token(id, now)  (LLM requests: corrects the predicted prefill line)
     complete(id, now, generated_tokens) / cancel(id, now)
     next_deadline_s()    -> when the driver must call schedule() again at the latest
 
@@ -54,7 +54,6 @@ from scheduling.workers import (
     WorkerView,
     held_output_share,
     kv_claim_tokens,
-    observe_first_token,
 )
 
 NO_WORKER_RETRY_S = 5.0
@@ -76,16 +75,13 @@ class SchedulerConfig:
 
 @dataclass(frozen=True)
 class InFlight:
-    """A dispatched request; LLM requests keep when their first token was predicted (s, driver
-    clock) and the worker's line correction at dispatch, for ``Scheduler.first_token``, and the KV
-    tokens they were budgeted for on the worker (``workers.kv_claim_tokens``)."""
+    """A dispatched request, with the KV tokens it was budgeted for on the worker
+    (``workers.kv_claim_tokens``)."""
 
     request: Request
     worker_id: str
     pool: str
     dispatched_s: float
-    first_token_predicted_s: float | None = None
-    line_shift_s: float = 0.0
     kv_tokens: int = 0
 
 
@@ -257,13 +253,11 @@ class Scheduler:
             kv_tokens = kv_claim_tokens(request, endpoint.output_share) if llm else 0
             load = self.loads[endpoint.worker_id]
             load.add(request, now, prefill_s, kv_tokens)
-            line = load.model(request.model)
             if endpoint.limits.prefix_reuse:
                 slots = endpoint.view.profile.max_sequences
-                line.prefix_memory(request.model_version).remember(request.prefixes, slots)
-            predicted_s = line.prefill_until_s if llm else None
+                load.model(request.model).prefix_memory(request.model_version).remember(request.prefixes, slots)
             self.in_flight[request.request_id] = InFlight(request, endpoint.worker_id, endpoint.view.pool, now,
-                                                          predicted_s, line.line_shift_s, kv_tokens)
+                                                          kv_tokens)
             return Dispatch(request.request_id, endpoint.worker_id, endpoint.view.pool, now - request.arrival_s)
         return None
 
@@ -305,13 +299,13 @@ class Scheduler:
 
     def first_token(self, request_id: str, now: float) -> None:
         """A dispatched LLM request produced its first token: correct the worker's predicted prefill
-        line by how late (or early) it came (``workers.observe_first_token``). Optional for a
-        driver; without it the line is predicted from the profile alone."""
+        line by how late (or early) it came (``prefill_line.PrefillLine``). A driver that serves
+        LLMs must call it: until a prompt's first token is seen, the line counts it as still
+        waiting, and late once its predicted first token has passed."""
         flight = self.in_flight.get(request_id)
-        if flight is None or flight.first_token_predicted_s is None or flight.worker_id not in self.loads:
+        if flight is None or flight.worker_id not in self.loads:
             return
-        line = self.loads[flight.worker_id].model(flight.request.model)
-        observe_first_token(line, flight.first_token_predicted_s, flight.line_shift_s, now)
+        self.loads[flight.worker_id].model(flight.request.model).line.first_token(request_id, now)
 
     def cancel(self, request_id: str, now: float, generated_tokens: int = 0) -> bool:
         """The client went away: drop the request from the queue, or end it if in flight."""

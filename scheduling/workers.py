@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from scheduling.capacity import CapacityProfile
+from scheduling.prefill_line import PrefillLine
 from scheduling.prefix_reuse import PrefixMemory
 from scheduling.requests import Request, RequestKind
 from scheduling.tenants import Tier
@@ -114,8 +115,7 @@ class ModelLoad:
     completed_tokens: float = 0.0
     busy_s: float = 0.0
     last_change_s: float | None = None
-    prefill_until_s: float = 0.0  # when the prompts dispatched so far should all be prefilled (predicted)
-    line_shift_s: float = 0.0  # total correction applied to the line from observed first tokens
+    line: PrefillLine = field(default_factory=PrefillLine)  # LLM: prompts sent and not yet prefilled
     prefixes: dict[int | None, PrefixMemory] = field(default_factory=dict)  # per version: what its engine holds
 
     def prefix_memory(self, version: int | None) -> PrefixMemory:
@@ -145,14 +145,15 @@ class WorkerLoad:
 
     def add(self, request: Request, now: float, prefill_s: float = 0.0, kv_tokens: int | None = None) -> None:
         """Count ``request`` in flight with its KV claim (``kv_tokens``; default: prompt plus reserved
-        output); its prompt joins the worker's prefill line, which the engine works through in
-        dispatch order (``prefill_s``: its predicted prefill time there)."""
+        output); an LLM prompt joins the worker's prefill line (``prefill_s``: its predicted prefill
+        time there)."""
         load = self.model(request.model)
         load.advance(now)
-        load.prefill_until_s = max(now, load.prefill_until_s) + prefill_s
         load.requests += 1
         load.tokens += _kv_tokens(request, kv_tokens)
         load.rows += request.rows
+        if request.kind is RequestKind.LLM:
+            load.line.join(request.request_id, prefill_s, now)
 
     def remove(self, request: Request, now: float, kv_tokens: int | None = None) -> float:
         """Take ``request`` (with the KV claim it was added with) off the worker; return the busy
@@ -162,8 +163,7 @@ class WorkerLoad:
         load.requests = max(0, load.requests - 1)
         load.tokens = max(0, load.tokens - _kv_tokens(request, kv_tokens))
         load.rows = max(0, load.rows - request.rows)
-        if load.requests == 0:
-            load.prefill_until_s = min(load.prefill_until_s, now)  # nothing left in the engine's line
+        load.line.leave(request.request_id, now, engine_idle=load.requests == 0)
         busy, load.busy_s = load.busy_s, 0.0
         return busy
 
@@ -189,21 +189,9 @@ def held_output_share(output_ratio: float) -> float:
     return 0.5 * min(1.0, max(0.0, output_ratio))
 
 
-def observe_first_token(load: ModelLoad, predicted_s: float, shift_at_dispatch_s: float, now: float) -> None:
-    """A prompt predicted (at its dispatch) to be prefilled at ``predicted_s`` gave its first token
-    at ``now``: the prompts behind it in the engine's line are late (or early) by as much, so the
-    line's end moves by that error (never before ``now``). Corrections applied since that dispatch
-    (``line_shift_s`` then and now) are already in the line and are not counted twice. This closes
-    the loop on the profile's prefill speed, which a busy engine (decoding many sequences in
-    every iteration) does not reach: without it the error would accumulate in the line."""
-    error = now - (predicted_s + load.line_shift_s - shift_at_dispatch_s)
-    load.line_shift_s += error
-    load.prefill_until_s = max(now, load.prefill_until_s + error)
-
-
 def prefill_backlog_s(load: ModelLoad, now: float) -> float:
     """Predicted seconds before a prompt dispatched now starts its prefill (the prompts ahead)."""
-    return max(0.0, load.prefill_until_s - now) if load.requests else 0.0
+    return load.line.backlog_s(now) if load.requests else 0.0
 
 
 def kv_capacity_tokens(view: WorkerView) -> int:

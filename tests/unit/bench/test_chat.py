@@ -33,8 +33,8 @@ def test_the_first_token_is_the_first_chunk_with_text_not_the_opening_role_chunk
 def test_a_refusal_carries_its_status_and_the_error_bodys_code() -> None:
     body = {"error": {"code": "predicted_slo_miss", "message": "...", "type": "overloaded", "param": None}}
     with pytest.raises(RefusedResponse) as refused:
-        _stream(httpx.Response(503, json=body))
-    assert (refused.value.status, refused.value.code) == (503, "predicted_slo_miss")
+        _stream(httpx.Response(503, json=body, headers={"Retry-After": "3"}))
+    assert (refused.value.status, refused.value.code, refused.value.retry_after_s) == (503, "predicted_slo_miss", 3.0)
     with pytest.raises(RefusedResponse) as plain:
-        _stream(httpx.Response(502, text="<html>bad gateway</html>"))
-    assert (plain.value.status, plain.value.code) == (502, None)
+        _stream(httpx.Response(502, text="<html>bad gateway</html>", headers={"Retry-After": "soon"}))
+    assert (plain.value.status, plain.value.code, plain.value.retry_after_s) == (502, None, None)

@@ -1,0 +1,81 @@
+"""The predicted line of prompts an LLM engine has been sent and not yet prefilled.
+
+The engine works through the prompts it was dispatched in about that order, so the scheduler
+predicts when the line ends (``until_s``) from the capacity profile's prefill speed, and each
+prompt's first token at the line's end when it joined. Two observations correct the prediction,
+because the profile's speed is not what a busy engine reaches (it also decodes many sequences in
+every iteration, waits for a free slot, or runs on a host slower than its profile):
+
+- A first token (``first_token``): the prompts behind it are late (or early) by as much as it
+  was, so the line's end moves by that error.
+- A first token that is overdue (``backlog_s``, ``join``): while the earliest-predicted prompt
+  still waiting for its first token is past its prediction, every prompt behind it is late by at
+  least as much. Without this the line would be corrected only once that first token arrives, and
+  a line of prompts admitted behind a slow one would all be predicted in time until then.
+
+Corrections accumulate in ``shift_s``; each waiting prompt keeps its prediction net of the shift
+at its dispatch, so no correction is counted twice. Written by hand: it is a few lines of
+arithmetic over the scheduler's own dispatch records, which no queueing library models.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+
+@dataclass
+class PrefillLine:
+    """One engine's line for one model (times in seconds on the driver's clock)."""
+
+    until_s: float = 0.0  # when the prompts dispatched so far should all be prefilled
+    shift_s: float = 0.0  # total correction applied from observed and overdue first tokens
+    _awaiting: dict[str, float] = field(default_factory=dict)  # request id -> predicted first token - shift
+    _earliest: list[tuple[float, str]] = field(default_factory=list)  # heap over _awaiting (lazy deletion)
+
+    def join(self, request_id: str, prefill_s: float, now: float) -> float:
+        """A prompt predicted to take ``prefill_s`` joins the end of the line; returns when its
+        first token is predicted. An overdue first token lengthens the line first."""
+        self._catch_up(now)
+        self.until_s = max(now, self.until_s) + prefill_s
+        self._awaiting[request_id] = self.until_s - self.shift_s
+        heapq.heappush(self._earliest, (self.until_s - self.shift_s, request_id))
+        return self.until_s
+
+    def first_token(self, request_id: str, now: float) -> None:
+        """The prompt gave its first token at ``now``: the line's end moves by its error (never
+        before ``now``). Unknown ids (not LLM prompts, or already seen) are ignored."""
+        predicted_net_s = self._awaiting.pop(request_id, None)
+        if predicted_net_s is None:
+            return
+        error_s = now - (predicted_net_s + self.shift_s)
+        self.shift_s += error_s
+        self.until_s = max(now, self.until_s + error_s)
+
+    def leave(self, request_id: str, now: float, engine_idle: bool) -> None:
+        """The request ended (with or without a first token); ``engine_idle``: nothing of this
+        model is left in flight on the worker, so nothing is left in its line either."""
+        self._awaiting.pop(request_id, None)
+        if engine_idle:
+            self.until_s = min(self.until_s, now)
+            self._awaiting.clear()
+            self._earliest.clear()
+
+    def overdue_s(self, now: float) -> float:
+        """How far ``now`` is past the earliest predicted first token not yet seen (0 if none)."""
+        while self._earliest and self._earliest[0][1] not in self._awaiting:
+            heapq.heappop(self._earliest)
+        if not self._earliest:
+            return 0.0
+        return max(0.0, now - (self._earliest[0][0] + self.shift_s))
+
+    def backlog_s(self, now: float) -> float:
+        """Predicted seconds before a prompt dispatched now starts its prefill (the prompts ahead),
+        including the lateness of an overdue first token."""
+        return max(0.0, self.until_s + self.overdue_s(now) - now)
+
+    def _catch_up(self, now: float) -> None:
+        overdue_s = self.overdue_s(now)
+        if overdue_s > 0:
+            self.shift_s += overdue_s
+            self.until_s += overdue_s
