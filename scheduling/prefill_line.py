@@ -63,8 +63,8 @@ class PrefillLine:
 
     def overdue_s(self, now: float) -> float:
         """How far ``now`` is past the earliest predicted first token not yet seen (0 if none)."""
-        while self._earliest and self._earliest[0][1] not in self._awaiting:
-            heapq.heappop(self._earliest)
+        while self._earliest and self._awaiting.get(self._earliest[0][1]) != self._earliest[0][0]:
+            heapq.heappop(self._earliest)  # seen, ended, or joined again since
         if not self._earliest:
             return 0.0
         return max(0.0, now - (self._earliest[0][0] + self.shift_s))

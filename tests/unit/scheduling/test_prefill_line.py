@@ -109,3 +109,13 @@ def test_the_minimum_line_does_not_bind_a_fast_engine() -> None:
     assert limits.prefill_line_bound_s(4000) == 0.25
     assert limits.prefill_line_bound_s(320) == pytest.approx(375 / 320)
     assert replace(limits, max_prefill_line_s=None).prefill_line_bound_s(320) is None
+
+
+def test_a_prompt_sent_again_is_awaited_at_its_new_prediction_only() -> None:
+    line = PrefillLine()
+    line.join("b", 1.0, now=0.0)
+    line.join("a", 1.0, now=0.0)  # due at 2 s
+    line.leave("a", now=0.5, engine_idle=False)
+    line.join("a", 1.0, now=0.5)  # the same id dispatched again: due at 3 s
+    line.first_token("b", now=1.0)
+    assert line.overdue_s(2.5) == 0.0 and line.overdue_s(3.5) == pytest.approx(0.5)
