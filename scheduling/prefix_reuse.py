@@ -18,7 +18,7 @@ answer) is predicted to reuse less than it does.
 
 The prediction can be wrong both ways: a prompt dispatched while the one it shares with is still
 prefilling copies only what is computed, and an engine restart empties the cache. Observed first
-tokens correct the worker's prefill line all the same (``workers.observe_first_token``). No
+tokens correct the worker's prefill line all the same (``prefill_line.PrefillLine``). No
 library fits: this models another process's cache from the outside.
 """
 
