@@ -186,11 +186,13 @@ class Scheduler:
         if not self.waiting or not self._free_slots or not any(s.decoding for s in self.running):
             return None
         head = self.waiting[0]
-        if len(head.tokens) - self._choose_slot(head)[1] > self.limits.prefill_chunk_tokens:
+        choice = self._choose_slot(head)
+        if len(head.tokens) - choice[1] > self.limits.prefill_chunk_tokens:
             return None
         trims: list[tuple[int, int]] = []
         copies: list[tuple[int, int, int]] = []
-        chunks = self._admit(min(self.limits.prefill_chunk_tokens, self.limits.max_batch_tokens), trims, copies)
+        room = min(self.limits.prefill_chunk_tokens, self.limits.max_batch_tokens)
+        chunks = self._admit(room, trims, copies, head_choice=choice)
         return StepPlan(tuple(chunks), (), (), tuple(trims), tuple(copies)) if chunks else None
 
     def preempt_one(self) -> int | None:
@@ -228,14 +230,18 @@ class Scheduler:
         self.preemptions_total += 1
         self.add(victim)
 
-    def _admit(self, room: int, trims: list[tuple[int, int]], copies: list[tuple[int, int, int]]) -> list[Chunk]:
+    def _admit(self, room: int, trims: list[tuple[int, int]], copies: list[tuple[int, int, int]],
+               head_choice: tuple[int, int, int | None] | None = None) -> list[Chunk]:
+        """Admit waiters while slots, blocks and ``room`` last; ``head_choice``: ``_choose_slot``
+        of the head waiter, already made by the caller in this plan."""
         chunks = []
         while self.waiting and self._free_slots and room > 0:
             seq = self.waiting[0]
             if not self.pool.grow(seq.number, len(seq.tokens)):
                 break
             self.waiting.pop(0)
-            seq.slot, reused = self._take_slot(seq, trims, copies)
+            seq.slot, reused = self._take_slot(seq, trims, copies, head_choice)
+            head_choice = None  # made for the head only
             seq.computed = reused
             self.prefix_hit_tokens_total += reused
             self._admissions += 1
@@ -246,11 +252,11 @@ class Scheduler:
             chunks.append(Chunk(seq, reused, count, decode=False))
         return chunks
 
-    def _take_slot(self, seq: Sequence, trims: list[tuple[int, int]],
-                   copies: list[tuple[int, int, int]]) -> tuple[int, int]:
-        """Take ``_choose_slot``'s slot; note the trim of its cells past the reused prefix, or the
-        copy of a running sequence's prefix into it."""
-        slot, reused, source = self._choose_slot(seq)
+    def _take_slot(self, seq: Sequence, trims: list[tuple[int, int]], copies: list[tuple[int, int, int]],
+                   choice: tuple[int, int, int | None] | None = None) -> tuple[int, int]:
+        """Take ``_choose_slot``'s slot (``choice``, when already made); note the trim of its cells
+        past the reused prefix, or the copy of a running sequence's prefix into it."""
+        slot, reused, source = choice if choice is not None else self._choose_slot(seq)
         self._free_slots.remove(slot)
         cached = self._cached.pop(slot, [])
         if source is not None:
