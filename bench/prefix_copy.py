@@ -25,6 +25,7 @@ import typer
 
 from bench.ceiling import served_engine
 from bench.shared_prefix import SENTENCE
+from bench.workload import chat_prompt
 from control.paths import StackPaths
 from python_backends.chat.llama_runtime import BatchEntry, LlamaRuntime
 
@@ -70,8 +71,7 @@ def main(system_sentences: Annotated[int, typer.Option(min=1, max=200)] = 80,
     for slot in range(engine.config.max_running):
         runtime.remove(slot)
     system = " ".join([SENTENCE] * system_sentences)
-    tokens = runtime.tokenize(f"<|im_start|>system\n{system}<|im_end|>\n"
-                              "<|im_start|>user\nWhat is 2 plus 3?<|im_end|>\n<|im_start|>assistant\n")
+    tokens = runtime.tokenize(chat_prompt(system, "What is 2 plus 3?"))
     started = time.perf_counter()
     prefilled = _feed(runtime, tokens, 0, 0, len(tokens))
     prefill_s = time.perf_counter() - started

@@ -36,9 +36,14 @@ DOCUMENTS: tuple[str, ...] = SENTENCES[:8]
 IMAGE_NAMES: tuple[str, ...] = ("chelsea", "coffee", "astronaut", "rocket")
 CHAT_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
 CHAT_USER = "Write a haiku about trains."
-# The chat model's own template applied to [system, user] (what the gateway renders itself).
-CHAT_PROMPT = (f"<|im_start|>system\n{CHAT_SYSTEM}<|im_end|>\n"
-               f"<|im_start|>user\n{CHAT_USER}<|im_end|>\n<|im_start|>assistant\n")
+
+
+def chat_prompt(system: str, user: str) -> str:
+    """The chat model's own template applied to [system, user] (what the gateway renders itself)."""
+    return f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
+
+
+CHAT_PROMPT = chat_prompt(CHAT_SYSTEM, CHAT_USER)
 CHAT_MAX_TOKENS = 64
 
 
