@@ -12,7 +12,9 @@ request as soon as the last one ended, whatever its outcome: a refusal's Retry-A
 honoured (the worst case for the gateway) unless ``--honour-retry-after``.
 The report counts the outcomes (HTTP status and error code), the TTFT of the answered ones (to
 their first generated text) and how many met premium's ``ttft_slo_s``, and what the chat engine
-prefilled against what its prefix cache reused (its step counters).
+prefilled against what its prefix cache reused (its step counters), and what the gateway learned a
+prompt costs the engine (``gateway_prefill_costs``: speed and fixed cost per worker and model, from
+its ``/metrics`` at the end; ``scheduling.prefill_cost``).
 Run it under ``flock /tmp/shunter-integration.lock`` on a shared host.
 """
 
@@ -28,6 +30,7 @@ from typing import Annotated, Any
 
 import httpx
 import typer
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench.chat import GatewayChat
 from bench.clients import BadResponse, RefusedResponse
@@ -84,6 +87,25 @@ def summarize(results: list[tuple[str, float | None]], grown: dict[str, float] |
     return figures
 
 
+async def gateway_prefill_costs(http: httpx.AsyncClient) -> dict[str, dict[str, float]]:
+    """``{"worker/model": {"tokens_per_s": ..., "overhead_s": ...}}`` from the gateway's metrics
+    (empty if they cannot be read)."""
+    names = {"shunter_worker_prefill_tokens_per_second": "tokens_per_s",
+             "shunter_worker_prefill_overhead_seconds": "overhead_s"}
+    try:
+        text = (await http.get("/metrics")).text
+        families = list(text_string_to_metric_families(text))
+    except (httpx.HTTPError, ValueError):
+        return {}
+    costs: dict[str, dict[str, float]] = {}
+    for family in families:
+        for sample in family.samples:
+            if sample.name in names:
+                key = f"{sample.labels['worker']}/{sample.labels['model']}"
+                costs.setdefault(key, {})[names[sample.name]] = sample.value
+    return costs
+
+
 async def _measure(url: str, metrics: str | None, streams: int, duration_s: float, system: str,
                    max_tokens: int, unique_system: bool, honour_retry_after: bool) -> dict[str, Any]:
     before = await engine_counters(metrics) if metrics else None
@@ -93,8 +115,9 @@ async def _measure(url: str, metrics: str | None, streams: int, duration_s: floa
         stop_at = time.perf_counter() + duration_s
         await asyncio.gather(*(_client(http, n, system, max_tokens, stop_at, results, unique_system,
                                        honour_retry_after) for n in range(streams)))
+        learned = await gateway_prefill_costs(http)
     after = await engine_counters(metrics) if metrics else None
-    return summarize(results, engine_busy(before, after))
+    return {**summarize(results, engine_busy(before, after)), "gateway_prefill_costs": learned}
 
 
 @app.command()

@@ -115,6 +115,9 @@ class Dispatcher:
             if view.kv_total_tokens is not None:
                 self.metrics.worker_kv_tokens.labels(view.worker_id, "total").set(view.kv_total_tokens)
                 self.metrics.worker_kv_tokens.labels(view.worker_id, "used").set(view.kv_used_tokens or 0)
+        for (worker_id, model), cost in self.scheduler.prefill_costs().items():
+            self.metrics.worker_prefill_tokens_per_s.labels(worker_id, model).set(cost.tokens_per_s)
+            self.metrics.worker_prefill_overhead_s.labels(worker_id, model).set(cost.overhead_s)
         self._wake.set()
 
     async def acquire(self, request: Request,

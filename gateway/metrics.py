@@ -40,6 +40,14 @@ class GatewayMetrics:
         self.worker_kv_tokens = Gauge("shunter_worker_kv_tokens",
                                       "LLM engine KV pool of each worker as the scheduler sees it",
                                       ["worker", "state"], registry=r)
+        self.worker_prefill_tokens_per_s = Gauge(
+            "shunter_worker_prefill_tokens_per_second",
+            "LLM engine prefill speed the scheduler predicts with, learned from first tokens", ["worker", "model"],
+            registry=r)
+        self.worker_prefill_overhead_s = Gauge(
+            "shunter_worker_prefill_overhead_seconds",
+            "LLM engine fixed cost per prompt the scheduler predicts with, learned from first tokens",
+            ["worker", "model"], registry=r)
         self.queue_depth = Gauge("shunter_queue_depth", "Requests waiting in the gateway's queue per tier",
                                  ["tier"], registry=r)
         self.tokens = Counter("shunter_tokens", "Tokens processed by tenant, model and kind",

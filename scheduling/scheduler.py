@@ -4,7 +4,7 @@ asyncio loop, the simulator's event heap).
 
     submit(request, now) -> Admitted | Rejected
     schedule(now)        -> SchedulePlan(dispatches, expired, shed)
-    first_token(id, now)  (LLM requests: corrects the predicted prefill line)
+    first_token(id, now)  (LLM requests: corrects the predicted prefill line, learns the prompt cost)
     complete(id, now, generated_tokens) / cancel(id, now)
     next_deadline_s()    -> when the driver must call schedule() again at the latest
 
@@ -43,7 +43,13 @@ from scheduling.outcomes import (
     SchedulePlan,
 )
 from scheduling.placement import Endpoint, Placement, fair_placement, least_loaded_placement
-from scheduling.placement.latency import least_uncached_prompt_tokens, predicted_latency_s, prefill_time_s
+from scheduling.placement.latency import (
+    least_uncached_prompt_tokens,
+    predicted_latency_s,
+    prefill_time_s,
+    prefill_work_tokens,
+)
+from scheduling.prefill_cost import PrefillCoefficients
 from scheduling.queued_work import NO_WORK, QueuedWork, Work
 from scheduling.requests import Request, RequestKind
 from scheduling.start_wait import llm_wait_estimate
@@ -249,10 +255,11 @@ class Scheduler:
             self._dequeue(request.request_id, now, release=False)
             self.queue.charge(request)
             llm = request.kind is RequestKind.LLM
+            work_tokens = prefill_work_tokens(request, endpoint) if llm else 0.0
             prefill_s = prefill_time_s(request, endpoint) if llm else 0.0
             kv_tokens = kv_claim_tokens(request, endpoint.output_share) if llm else 0
             load = self.loads[endpoint.worker_id]
-            load.add(request, now, prefill_s, kv_tokens)
+            load.add(request, now, prefill_s, kv_tokens, work_tokens)
             if endpoint.limits.prefix_reuse:
                 slots = endpoint.view.profile.max_sequences
                 load.model(request.model).prefix_memory(request.model_version).remember(request.prefixes, slots)
@@ -299,13 +306,14 @@ class Scheduler:
 
     def first_token(self, request_id: str, now: float) -> None:
         """A dispatched LLM request produced its first token: correct the worker's predicted prefill
-        line by how late (or early) it came (``prefill_line.PrefillLine``). A driver that serves
-        LLMs must call it: until a prompt's first token is seen, the line counts it as still
-        waiting, and late once its predicted first token has passed."""
+        line by how late (or early) it came (``prefill_line.PrefillLine``), and learn what its
+        prompt cost the engine (``prefill_cost.PrefillCost``). A driver that serves LLMs must call
+        it: until a prompt's first token is seen, the line counts it as still waiting, and late
+        once its predicted first token has passed."""
         flight = self.in_flight.get(request_id)
         if flight is None or flight.worker_id not in self.loads:
             return
-        self.loads[flight.worker_id].model(flight.request.model).line.first_token(request_id, now)
+        self.loads[flight.worker_id].model(flight.request.model).first_token(request_id, now)
 
     def cancel(self, request_id: str, now: float, generated_tokens: int = 0) -> bool:
         """The client went away: drop the request from the queue, or end it if in flight."""
@@ -326,6 +334,13 @@ class Scheduler:
             work = work + Work.of(queued, self._expected_units(queued), least_uncached_prompt_tokens(queued, endpoints))
         wait = self._wait_behind(target, work, endpoints)
         return QueueStatus(position=len(ahead), estimated_start_s=now + wait.predicted_wait_s)
+
+    def prefill_costs(self) -> dict[tuple[str, str], PrefillCoefficients]:
+        """What a prompt costs each worker's engine, per LLM model dispatched there (learned from
+        first tokens, ``prefill_cost``), keyed by (worker id, model)."""
+        return {(worker_id, model): load.prefill_coefficients(self.views[worker_id].profile)
+                for worker_id, loads in self.loads.items() if worker_id in self.views
+                for model, load in loads.by_model.items() if self._kind(model) is RequestKind.LLM}
 
     def service_counters(self) -> dict[str, float]:
         """Weighted service per tenant (the fair queue's virtual token counters)."""

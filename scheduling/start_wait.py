@@ -4,8 +4,9 @@ A queued LLM request does not wait for the work ahead of it to *finish*: an engi
 sequences at once. It waits until
 
 - the prompts ahead of it are prefilled: the engines' prefill lines (as predicted at dispatch) plus
-  the prompts queued ahead of it (what the engines must compute of them, ``scheduling.prefix_reuse``),
-  at the feasible workers' summed prefill speed. The gateway holds prompts back while an engine's
+  the prompts queued ahead of it (what the engines must compute of them, ``scheduling.prefix_reuse``,
+  and each prompt's fixed cost), at the feasible workers' summed prefill speed (both learned from
+  first tokens, ``scheduling.prefill_cost``). The gateway holds prompts back while an engine's
   line is long (``max_prefill_line_s``), but they are prefilled in that order all the same: the
   bound changes where a prompt waits, not how long;
 - and there is room for it: when the KV claims (``workers.kv_claim_tokens``) or the sequences in
@@ -22,7 +23,7 @@ from collections.abc import Sequence
 
 from scheduling.admission import WaitEstimate
 from scheduling.placement.endpoint import Endpoint
-from scheduling.placement.latency import uncached_prompt_tokens
+from scheduling.placement.latency import prefill_coefficients, uncached_prompt_tokens
 from scheduling.queued_work import Work
 from scheduling.requests import Request
 from scheduling.workers import kv_capacity_tokens, kv_claim_tokens, prefill_backlog_s
@@ -32,13 +33,15 @@ def llm_wait_estimate(request: Request, ahead: Work, own_units: float,
                       endpoints: Sequence[Endpoint]) -> WaitEstimate:
     """The wait of LLM ``request`` (expected cost ``own_units``) behind ``ahead`` on ``endpoints``
     (not empty), and its own prefill time on the fastest of them when idle."""
-    speeds = [e.view.profile.prefill_tokens_per_s for e in endpoints]
+    costs = [prefill_coefficients(e, request.model) for e in endpoints]
+    speeds = [cost.tokens_per_s for cost in costs]
     line_tokens = sum(prefill_backlog_s(e.load.model(request.model), e.now_s) * speed
                       for e, speed in zip(endpoints, speeds, strict=True))
-    service_s = min((uncached_prompt_tokens(request, e) + 1.0) / speed
-                    for e, speed in zip(endpoints, speeds, strict=True))
-    return WaitEstimate(line_tokens + ahead.prefill_tokens, sum(speeds), service_s,
-                        capacity_wait_s(request, ahead, own_units, endpoints))
+    overhead_tokens = sum(cost.overhead_s * cost.tokens_per_s for cost in costs) / len(costs)
+    service_s = min(cost.seconds(uncached_prompt_tokens(request, e) + 1.0)
+                    for e, cost in zip(endpoints, costs, strict=True))
+    return WaitEstimate(line_tokens + ahead.prefill_tokens + ahead.requests * overhead_tokens, sum(speeds),
+                        service_s, capacity_wait_s(request, ahead, own_units, endpoints))
 
 
 def capacity_wait_s(request: Request, ahead: Work, own_units: float, endpoints: Sequence[Endpoint]) -> float:

@@ -1,6 +1,7 @@
 """Workers as the scheduler sees them: static facts and live signals (``WorkerView``, from the
 driver), the load the scheduler itself put on them (``WorkerLoad``), their observed speed
-(``ServiceRate``) and the per-model budget that bounds what is dispatched (``ModelLimits``).
+(``ServiceRate``; for LLM prompts ``prefill_cost.PrefillCost``) and the per-model budget that
+bounds what is dispatched (``ModelLimits``).
 
 Dispatch budgets keep Triton's queues shallow so that order is decided in the gateway: an LLM
 worker takes sequences while their KV claims fit its KV capacity (the profile's
@@ -20,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from scheduling.capacity import CapacityProfile
+from scheduling.prefill_cost import PrefillCoefficients, PrefillCost
 from scheduling.prefill_line import PrefillLine
 from scheduling.prefix_reuse import PrefixMemory
 from scheduling.requests import Request, RequestKind
@@ -116,7 +118,18 @@ class ModelLoad:
     busy_s: float = 0.0
     last_change_s: float | None = None
     line: PrefillLine = field(default_factory=PrefillLine)  # LLM: prompts sent and not yet prefilled
+    prefill: PrefillCost = field(default_factory=PrefillCost)  # LLM: what a prompt costs the engine, learned
     prefixes: dict[int | None, PrefixMemory] = field(default_factory=dict)  # per version: what its engine holds
+
+    def prefill_coefficients(self, profile: CapacityProfile) -> PrefillCoefficients:
+        """What a prompt costs this engine: learned from its first tokens around the profile's speed."""
+        return self.prefill.coefficients(profile.prefill_tokens_per_s)
+
+    def first_token(self, request_id: str, now: float) -> None:
+        """A prompt's first token: corrects the line, and teaches the prompt cost what it took."""
+        sample = self.line.first_token(request_id, now)
+        if sample is not None:
+            self.prefill.observe(sample.work_tokens, sample.seconds)
 
     def prefix_memory(self, version: int | None) -> PrefixMemory:
         """The prompts held by the engine of ``version`` (None: requests not pinned to a version).
@@ -143,17 +156,18 @@ class WorkerLoad:
     def kv_tokens(self) -> int:
         return sum(load.tokens for load in self.by_model.values())
 
-    def add(self, request: Request, now: float, prefill_s: float = 0.0, kv_tokens: int | None = None) -> None:
+    def add(self, request: Request, now: float, prefill_s: float = 0.0, kv_tokens: int | None = None,
+            work_tokens: float = 0.0) -> None:
         """Count ``request`` in flight with its KV claim (``kv_tokens``; default: prompt plus reserved
         output); an LLM prompt joins the worker's prefill line (``prefill_s``: its predicted prefill
-        time there)."""
+        time there, for ``work_tokens``: ``placement.latency.prefill_work_tokens``)."""
         load = self.model(request.model)
         load.advance(now)
         load.requests += 1
         load.tokens += _kv_tokens(request, kv_tokens)
         load.rows += request.rows
         if request.kind is RequestKind.LLM:
-            load.line.join(request.request_id, prefill_s, now)
+            load.line.join(request.request_id, prefill_s, now, work_tokens)
 
     def remove(self, request: Request, now: float, kv_tokens: int | None = None) -> float:
         """Take ``request`` (with the KV claim it was added with) off the worker; return the busy
@@ -206,10 +220,11 @@ def line_fits(request: Request, view: WorkerView, load: WorkerLoad, limits: Mode
     on this worker (``ModelLimits.prefill_line_bound_s``, times the tier's share), so the backlog
     stays in the gateway's fair queue and a quiet tenant's prompt is not queued inside the engine
     behind a busy tenant's; a worker with nothing in flight always takes a request."""
-    bound = limits.prefill_line_bound_s(view.profile.prefill_tokens_per_s)
-    if bound is None or request.kind is not RequestKind.LLM:
+    if limits.max_prefill_line_s is None or request.kind is not RequestKind.LLM:
         return True
-    return prefill_backlog_s(load.model(request.model), now) < bound * limits.share(request.tier)
+    model_load = load.model(request.model)
+    bound = limits.prefill_line_bound_s(model_load.prefill_coefficients(view.profile).tokens_per_s)
+    return bound is None or prefill_backlog_s(model_load, now) < bound * limits.share(request.tier)
 
 
 def budget_fits(request: Request, view: WorkerView, load: WorkerLoad, limits: ModelLimits,

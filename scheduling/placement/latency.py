@@ -3,11 +3,12 @@
 LLM (continuous batching): the engine prefills prompts in the order they were dispatched, in steps
 that also decode one token for each sequence already running. A prompt dispatched now therefore
 waits for the prompts still ahead of it on that worker (``prefill_backlog_s``, tracked by the
-scheduler as it dispatches) and then takes its own tokens plus one per running sequence at the
-profile's prefill speed; its own tokens are those the engine must compute, less a prefix it holds
-(``uncached_prompt_tokens``, ``scheduling.prefix_reuse``). The worker's observed aggregate speed
-is deliberately not used: it grows with the batch, so it would make a busy worker look faster and
-draw yet more work to it.
+scheduler as it dispatches) and then takes its own tokens plus one per running sequence
+(``prefill_work_tokens``) at what a prompt costs that engine, learned from its first tokens around
+the profile's prefill speed (``scheduling.prefill_cost``); its own tokens are those the engine must
+compute, less a prefix it holds (``uncached_prompt_tokens``, ``scheduling.prefix_reuse``). The
+worker's observed aggregate speed is deliberately not used: it grows with the batch, so it would
+make a busy worker look faster and draw yet more work to it.
 Batched models: the rows in flight plus the request's, at the worker's observed speed.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from scheduling.placement.endpoint import Endpoint
+from scheduling.prefill_cost import PrefillCoefficients
 from scheduling.requests import Request, RequestKind
 from scheduling.workers import prefill_backlog_s
 
@@ -34,11 +36,20 @@ def least_uncached_prompt_tokens(request: Request, endpoints: Sequence[Endpoint]
     return min((uncached_prompt_tokens(request, e) for e in endpoints), default=request.prefill_tokens)
 
 
+def prefill_work_tokens(request: Request, endpoint: Endpoint) -> float:
+    """The work of ``request``'s prompt on the endpoint: the tokens its engine must compute, plus
+    one for each sequence it decodes meanwhile."""
+    return uncached_prompt_tokens(request, endpoint) + endpoint.load.model(request.model).requests + 1.0
+
+
+def prefill_coefficients(endpoint: Endpoint, model: str) -> PrefillCoefficients:
+    """What a prompt of ``model`` costs the endpoint's engine (``scheduling.prefill_cost``)."""
+    return endpoint.load.model(model).prefill_coefficients(endpoint.view.profile)
+
+
 def prefill_time_s(request: Request, endpoint: Endpoint) -> float:
     """Seconds the engine needs for ``request``'s own prompt once it is at the head of the line."""
-    load = endpoint.load.model(request.model)
-    speed = endpoint.view.profile.prefill_tokens_per_s
-    return (uncached_prompt_tokens(request, endpoint) + load.requests + 1.0) / speed
+    return prefill_coefficients(endpoint, request.model).seconds(prefill_work_tokens(request, endpoint))
 
 
 def predicted_latency_s(request: Request, endpoint: Endpoint) -> float:

@@ -139,6 +139,34 @@ def test_the_scheduler_reads_each_engines_live_kv_pool(two_pools: TwoPoolStack) 
         assert f'shunter_worker_kv_tokens{{state="total",worker="{worker}"}} 8192.0' in text, text[-3000:]
 
 
+def _learned_prefill_tokens_per_s(url: str, worker: str) -> float | None:
+    prefix = f'shunter_worker_prefill_tokens_per_second{{model="chat",worker="{worker}"}} '
+    lines = [line for line in httpx.get(f"{url}/metrics", timeout=5).text.splitlines() if line.startswith(prefix)]
+    return float(lines[0].removeprefix(prefix)) if lines else None
+
+
+def test_the_gateway_learns_an_engines_prefill_speed_from_its_first_tokens(two_pools: TwoPoolStack) -> None:
+    """The large pool's profile says 1,500 prompt tokens/s; its one-thread CPU engine does a few
+    hundred. Prompts sent together queue in its prefill line, and their first tokens show the
+    gateway how fast the engine really is (``scheduling.prefill_cost``, exported per worker)."""
+    _wait_idle(two_pools.fair_url)
+    prompt = "Summarize: " + " ".join(f"word{i}" for i in range(80))
+
+    async def together() -> list[Observation]:
+        async with httpx.AsyncClient(base_url=two_pools.fair_url, timeout=120) as client:
+            return list(await asyncio.gather(*(chat(client, "eu-only", KEYS["eu-only"], f"{i}. {prompt}", 2)
+                                               for i in range(4))))
+
+    seen = asyncio.run(together())
+    assert all(o.ok and o.pool == "large" for o in seen), seen
+    deadline = time.monotonic() + 10  # the gauges are set when the gateway next polls its workers
+    learned = _learned_prefill_tokens_per_s(two_pools.fair_url, "large-0")
+    while (learned is None or learned >= 1500) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        learned = _learned_prefill_tokens_per_s(two_pools.fair_url, "large-0")
+    assert learned is not None and 1500 / 4 <= learned < 0.8 * 1500, learned
+
+
 def test_placement_respects_residency_context_length_and_cost(two_pools: TwoPoolStack) -> None:
     long_prompt = "Summarize: " + " ".join(f"word{i}" for i in range(700))
 
