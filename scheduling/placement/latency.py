@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from scheduling.placement.endpoint import Endpoint
 from scheduling.prefill_cost import PrefillCoefficients
 from scheduling.requests import Request, RequestKind
-from scheduling.workers import prefill_backlog_s
+from scheduling.workers import ModelLoad, prefill_backlog_s
 
 
 def uncached_prompt_tokens(request: Request, endpoint: Endpoint) -> int:
@@ -36,10 +36,11 @@ def least_uncached_prompt_tokens(request: Request, endpoints: Sequence[Endpoint]
     return min((uncached_prompt_tokens(request, e) for e in endpoints), default=request.prefill_tokens)
 
 
-def prefill_work_tokens(request: Request, endpoint: Endpoint) -> float:
+def prefill_work_tokens(request: Request, endpoint: Endpoint, load: ModelLoad | None = None) -> float:
     """The work of ``request``'s prompt on the endpoint: the tokens its engine must compute, plus
-    one for each sequence it decodes meanwhile."""
-    return uncached_prompt_tokens(request, endpoint) + endpoint.load.model(request.model).requests + 1.0
+    one for each sequence it decodes meanwhile (``load``: the endpoint's load of the model)."""
+    in_flight = (load or endpoint.load.model(request.model)).requests
+    return uncached_prompt_tokens(request, endpoint) + in_flight + 1.0
 
 
 def prefill_coefficients(endpoint: Endpoint, model: str) -> PrefillCoefficients:
@@ -49,7 +50,8 @@ def prefill_coefficients(endpoint: Endpoint, model: str) -> PrefillCoefficients:
 
 def prefill_time_s(request: Request, endpoint: Endpoint) -> float:
     """Seconds the engine needs for ``request``'s own prompt once it is at the head of the line."""
-    return prefill_coefficients(endpoint, request.model).seconds(prefill_work_tokens(request, endpoint))
+    load = endpoint.load.model(request.model)
+    return load.prefill_coefficients(endpoint.view.profile).seconds(prefill_work_tokens(request, endpoint, load))
 
 
 def predicted_latency_s(request: Request, endpoint: Endpoint) -> float:
