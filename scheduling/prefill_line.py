@@ -26,7 +26,7 @@ import heapq
 from dataclasses import dataclass, field
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Awaited:
     predicted_net_s: float  # predicted first token - shift at its dispatch
     joined_s: float

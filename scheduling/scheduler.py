@@ -46,8 +46,7 @@ from scheduling.placement import Endpoint, Placement, fair_placement, least_load
 from scheduling.placement.latency import (
     least_uncached_prompt_tokens,
     predicted_latency_s,
-    prefill_time_s,
-    prefill_work_tokens,
+    prefill_work_and_time,
 )
 from scheduling.prefill_cost import PrefillCoefficients
 from scheduling.queued_work import NO_WORK, QueuedWork, Work
@@ -248,15 +247,15 @@ class Scheduler:
                 blocked.add(lane_of(request))
                 continue
             due_s = self._ttft_bound.get(request.request_id)
-            if due_s is not None and now + predicted_latency_s(request, endpoint) > due_s:
+            late_s = now + predicted_latency_s(request, endpoint) - due_s if due_s is not None else 0.0
+            if late_s > 0:
                 self._dequeue(request.request_id, now)
-                self._late.append(Expired(request.request_id, now + predicted_latency_s(request, endpoint) - due_s))
+                self._late.append(Expired(request.request_id, late_s))
                 continue
             self._dequeue(request.request_id, now, release=False)
             self.queue.charge(request)
             llm = request.kind is RequestKind.LLM
-            work_tokens = prefill_work_tokens(request, endpoint) if llm else 0.0
-            prefill_s = prefill_time_s(request, endpoint) if llm else 0.0
+            work_tokens, prefill_s = prefill_work_and_time(request, endpoint) if llm else (0.0, 0.0)
             kv_tokens = kv_claim_tokens(request, endpoint.output_share) if llm else 0
             load = self.loads[endpoint.worker_id]
             load.add(request, now, prefill_s, kv_tokens, work_tokens)

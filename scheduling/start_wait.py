@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from scheduling.admission import WaitEstimate
 from scheduling.placement.endpoint import Endpoint
-from scheduling.placement.latency import prefill_coefficients, uncached_prompt_tokens
+from scheduling.placement.latency import uncached_prompt_tokens
 from scheduling.queued_work import Work
 from scheduling.requests import Request
 from scheduling.workers import kv_capacity_tokens, kv_claim_tokens, prefill_backlog_s
@@ -33,7 +33,7 @@ def llm_wait_estimate(request: Request, ahead: Work, own_units: float,
                       endpoints: Sequence[Endpoint]) -> WaitEstimate:
     """The wait of LLM ``request`` (expected cost ``own_units``) behind ``ahead`` on ``endpoints``
     (not empty), and its own prefill time on the fastest of them when idle."""
-    costs = [prefill_coefficients(e, request.model) for e in endpoints]
+    costs = [e.load.model(request.model).prefill_coefficients(e.view.profile) for e in endpoints]
     speeds = [cost.tokens_per_s for cost in costs]
     line_tokens = sum(prefill_backlog_s(e.load.model(request.model), e.now_s) * speed
                       for e, speed in zip(endpoints, speeds, strict=True))

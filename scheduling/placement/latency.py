@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from scheduling.placement.endpoint import Endpoint
-from scheduling.prefill_cost import PrefillCoefficients
 from scheduling.requests import Request, RequestKind
 from scheduling.workers import ModelLoad, prefill_backlog_s
 
@@ -43,15 +42,17 @@ def prefill_work_tokens(request: Request, endpoint: Endpoint, load: ModelLoad | 
     return uncached_prompt_tokens(request, endpoint) + in_flight + 1.0
 
 
-def prefill_coefficients(endpoint: Endpoint, model: str) -> PrefillCoefficients:
-    """What a prompt of ``model`` costs the endpoint's engine (``scheduling.prefill_cost``)."""
-    return endpoint.load.model(model).prefill_coefficients(endpoint.view.profile)
+def prefill_work_and_time(request: Request, endpoint: Endpoint) -> tuple[float, float]:
+    """``prefill_work_tokens`` of ``request`` on the endpoint, and the seconds its engine needs for
+    them once the prompt is at the head of the line (``scheduling.prefill_cost``)."""
+    load = endpoint.load.model(request.model)
+    work_tokens = prefill_work_tokens(request, endpoint, load)
+    return work_tokens, load.prefill_coefficients(endpoint.view.profile).seconds(work_tokens)
 
 
 def prefill_time_s(request: Request, endpoint: Endpoint) -> float:
     """Seconds the engine needs for ``request``'s own prompt once it is at the head of the line."""
-    load = endpoint.load.model(request.model)
-    return load.prefill_coefficients(endpoint.view.profile).seconds(prefill_work_tokens(request, endpoint, load))
+    return prefill_work_and_time(request, endpoint)[1]
 
 
 def predicted_latency_s(request: Request, endpoint: Endpoint) -> float:
