@@ -7,13 +7,21 @@
   compared with ``prefill_s`` plus one decode step's overhead.
 - TensorRT-LLM v0.6.1 A100 FP16 LLaMA-7B max throughput at ISL/OSL 128/128, batch 384 (section 2.1):
   static batching, modelled as the batch's chunked prefill then 128 decode iterations.
+
+``fit_efficiency()`` finds the ``hardware.Efficiency`` (compute and bandwidth fractions of peak,
+blend exponent) that minimises the squared relative error over all these points; the shipped
+``EFFICIENCY`` is that fit, rounded.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.hardware import GPUS, MODELS
+import numpy as np
+from numpy.typing import NDArray
+from scipy.optimize import least_squares
+
+from simulator.hardware import EFFICIENCY, GPUS, MODELS, Efficiency
 from simulator.perf import STEP_TOKEN_BUDGET, LlmPerf
 
 TOLERANCE = 0.15
@@ -42,10 +50,14 @@ class FidelityPoint:
         return abs(self.error) <= TOLERANCE
 
 
-def _vidur_points() -> list[FidelityPoint]:
+# Where the fit starts: calibration §2.4's rule of thumb (hardware.py), blended as hypot.
+RULE_OF_THUMB = Efficiency(compute=0.66, bandwidth=0.715, blend_exponent=2.0)
+
+
+def _vidur_points(efficiency: Efficiency) -> list[FidelityPoint]:
     points = []
     for (gpu, model), times in VIDUR_MS.items():
-        perf = LlmPerf(GPUS[gpu], MODELS[model])
+        perf = LlmPerf(GPUS[gpu], MODELS[model], efficiency=efficiency)
         for tokens, ms in zip(VIDUR_TOKENS, times, strict=True):
             points.append(FidelityPoint(f"{model} {gpu} linear layers, {tokens} tokens/iteration",
                                         "calibration.md 2.4 (Vidur)", ms, perf.linear_s(tokens) * 1e3, "ms"))
@@ -61,13 +73,27 @@ def _static_throughput(perf: LlmPerf, batch: int, isl: int, osl: int) -> float:
     return batch * osl / (prefill_s + decode_s)
 
 
-def fidelity_points() -> list[FidelityPoint]:
-    a100 = LlmPerf(GPUS["a100-80"], MODELS["llama-2-7b"])
+def fidelity_points(efficiency: Efficiency = EFFICIENCY) -> list[FidelityPoint]:
+    """Every published point against the worker model with ``efficiency``."""
+    a100 = LlmPerf(GPUS["a100-80"], MODELS["llama-2-7b"], efficiency=efficiency)
     trt = "calibration.md 2.1 (TensorRT-LLM)"
     return [
-        *_vidur_points(),
+        *_vidur_points(efficiency),
         FidelityPoint("llama-2-7b a100 TTFT batch 1, ISL 128", trt, 16.0, a100.prefill_s(128) * 1e3, "ms"),
         FidelityPoint("llama-2-7b a100 TTFT batch 1, ISL 2048", trt, 133.0, a100.prefill_s(2048) * 1e3, "ms"),
         FidelityPoint("llama-2-7b a100 max throughput 128/128, batch 384", trt, 5586.0,
                       _static_throughput(a100, 384, 128, 128), "tok/s"),
     ]
+
+
+def fit_efficiency(start: Efficiency = RULE_OF_THUMB) -> Efficiency:
+    """The efficiency whose model is closest to the published points: least squares on their
+    relative errors, fractions of peak within (0.3, 1], blend exponent within [1, 8]."""
+
+    def errors(x: NDArray[np.float64]) -> NDArray[np.float64]:
+        efficiency = Efficiency(compute=float(x[0]), bandwidth=float(x[1]), blend_exponent=float(x[2]))
+        return np.array([p.error for p in fidelity_points(efficiency)])
+
+    fit = least_squares(errors, [start.compute, start.bandwidth, start.blend_exponent],
+                        bounds=([0.3, 0.3, 1.0], [1.0, 1.0, 8.0]))
+    return Efficiency(compute=float(fit.x[0]), bandwidth=float(fit.x[1]), blend_exponent=float(fit.x[2]))

@@ -2,28 +2,28 @@
 
 An LLM iteration processes ``tokens`` new tokens (prefill chunks plus one per decoding sequence)
 over ``kv_tokens`` cached tokens. Its linear layers are compute-bound for many tokens
-(2 x params FLOPs per token at ``COMPUTE_EFFICIENCY`` of peak) and bandwidth-bound for few (weights
-plus the KV cache read at ``BANDWIDTH_EFFICIENCY`` of peak); the two are blended as
-``sqrt(compute² + memory²)``, which reproduces the knee of Vidur's measured profiles (calibration
-§2.4) better than ``max``. Prefill attention adds its quadratic FLOPs; every iteration adds
-``STEP_OVERHEAD_S``. Nothing here branches on a GPU's name: the GPU and model are data.
+(2 x params FLOPs per token at the compute efficiency of peak) and bandwidth-bound for few (weights
+plus the KV cache read at the bandwidth efficiency of peak); the two are blended as
+``(compute^p + memory^p)^(1/p)`` (``hardware.Efficiency``, p = 1.86), which reproduces the knee of
+Vidur's measured profiles (calibration §2.4) better than ``max``. Prefill attention adds its
+quadratic FLOPs; every iteration adds ``STEP_OVERHEAD_S``. Nothing here branches on a GPU's
+name: the GPU and model are data.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from scheduling.capacity import CapacityProfile
 from simulator.hardware import (
-    BANDWIDTH_EFFICIENCY,
     BOOT_S,
-    COMPUTE_EFFICIENCY,
+    EFFICIENCY,
     GIB,
     GPU_MEMORY_UTILISATION,
     KV_BLOCK_TOKENS,
     STEP_OVERHEAD_S,
     WEIGHT_LOAD_BYTES_PER_S,
+    Efficiency,
     GpuSpec,
     ModelSpec,
 )
@@ -45,6 +45,7 @@ class LlmPerf:
     model: ModelSpec
     step_overhead_s: float = STEP_OVERHEAD_S
     step_token_budget: int = STEP_TOKEN_BUDGET  # the engine's max tokens per iteration (max_num_batched_tokens)
+    efficiency: Efficiency = EFFICIENCY
 
     def __post_init__(self) -> None:
         if self.step_token_budget <= 0:
@@ -69,18 +70,27 @@ class LlmPerf:
 
     def linear_s(self, tokens: int, kv_tokens: int = 0) -> float:
         """Linear layers of the blocks (plus the KV read) of one iteration of ``tokens`` new tokens."""
-        compute = 2.0 * self.model.block_params * tokens / (self.gpu.fp16_tflops * 1e12 * COMPUTE_EFFICIENCY)
+        compute = 2.0 * self.model.block_params * tokens / self._flops_per_s
         bytes_read = 2.0 * self.model.block_params + self.model.kv_bytes_per_token * kv_tokens
-        memory = bytes_read / (self.gpu.bandwidth_gb_s * 1e9 * BANDWIDTH_EFFICIENCY)
-        return math.hypot(compute, memory)
+        memory = bytes_read / self._bytes_per_s
+        p = self.efficiency.blend_exponent
+        return float((compute**p + memory**p) ** (1.0 / p))
+
+    @property
+    def _flops_per_s(self) -> float:
+        return self.gpu.fp16_tflops * 1e12 * self.efficiency.compute
+
+    @property
+    def _bytes_per_s(self) -> float:
+        return self.gpu.bandwidth_gb_s * 1e9 * self.efficiency.bandwidth
 
     def step_s(self, prefill_tokens: int, decode_seqs: int, kv_tokens: int, prefill_context: int = 0) -> float:
         """One iteration: ``prefill_tokens`` of prompt (whose attention spans ``prefill_context``
         tokens each on average), ``decode_seqs`` decoding sequences, ``kv_tokens`` cached tokens."""
         attention = 4.0 * ATTENTION_LAYERS_HIDDEN * prefill_tokens * max(prefill_context, prefill_tokens) / 2
-        attention_s = attention / (self.gpu.fp16_tflops * 1e12 * COMPUTE_EFFICIENCY)
+        attention_s = attention / self._flops_per_s
         head_bytes = self.model.params - self.model.block_params  # the LM head, half the rest, FP16
-        head_s = head_bytes / (self.gpu.bandwidth_gb_s * 1e9 * BANDWIDTH_EFFICIENCY)
+        head_s = head_bytes / self._bytes_per_s
         linear_s = self.linear_s(prefill_tokens + decode_seqs, kv_tokens)
         return linear_s + attention_s + head_s + self.step_overhead_s
 
@@ -114,7 +124,7 @@ class LlmPerf:
             max_context_tokens=self.model.max_context_tokens, prefill_tokens_per_s=self.prefill_rate(),
             decode_tokens_per_s=units_per_s, cost_per_hour=self.gpu.cost_per_hour,
             max_sequences=MAX_SEQUENCES, decode_step_s=self.step_s(0, 1, 0),
-            kv_read_s_per_token=self.model.kv_bytes_per_token / (self.gpu.bandwidth_gb_s * 1e9 * BANDWIDTH_EFFICIENCY))
+            kv_read_s_per_token=self.model.kv_bytes_per_token / self._bytes_per_s)
 
     def prefill_rate(self) -> float:
         """Prompt tokens per second of an engine prefilling full chunks (its step token budget)."""

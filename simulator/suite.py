@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from simulator.experiments import capacity_rps, cost_by_prompt_length, sweep
-from simulator.fidelity import TOLERANCE, fidelity_points
+from simulator.fidelity import TOLERANCE, fidelity_points, fit_efficiency
+from simulator.hardware import EFFICIENCY
 from simulator.metrics import RunSummary
 from simulator.noisy import run_noisy
 from simulator.planning import PLANNING_TYPES, Plan, plan_pool
@@ -137,7 +139,9 @@ def plan(out: Path, window_s: float = 600.0, scale: float = 4.0, trace: str = "c
 def fidelity(out: Path) -> dict[str, Any]:
     points = fidelity_points()
     headline = {"tolerance": TOLERANCE, "within": sum(p.within for p in points), "points": len(points),
-                "outside": [p.what for p in points if not p.within]}
+                "outside": [p.what for p in points if not p.within],
+                "max_abs_error": max(abs(p.error) for p in points),
+                "efficiency": asdict(EFFICIENCY), "least_squares_fit": asdict(fit_efficiency())}
     write_json(out / "fidelity.json", {"headline": headline, "points": points})
     rows = ["| point | source | published | modelled | error |", "|---|---|---|---|---|"]
     rows += [f"| {p.what} | {p.source} | {p.published:.2f} {p.unit} | {p.modelled:.2f} {p.unit} | {p.error:+.1%} |"

@@ -7,11 +7,13 @@ import base64
 import numpy as np
 import openai
 import pytest
+from openai.types.chat import ChatCompletionUserMessageParam
 
 from tests.integration.conftest import KEYS, RunningStack
 
 pytestmark = pytest.mark.integration
-QUESTION = [{"role": "user", "content": "What is the capital of France? Answer in one word."}]
+QUESTION: list[ChatCompletionUserMessageParam] = [
+    {"role": "user", "content": "What is the capital of France? Answer in one word."}]
 
 
 @pytest.fixture(scope="module")

@@ -61,18 +61,18 @@ def test_golden_results_on_a_small_trace() -> None:
 
 
 # Recorded from this model; a change here means the worker model, a workload or the core changed.
-GOLDEN: dict[str, float] = {"completed": 200, "rejected": 0, "expired": 0, "attainment": 1.0, "ttft_p99": 2.6851,
-                            "tpot_p50": 0.04708}
+GOLDEN: dict[str, float] = {"completed": 200, "rejected": 0, "expired": 0, "attainment": 1.0, "ttft_p99": 2.3545,
+                            "tpot_p50": 0.04591}
 
 
 TRACES = Path(__file__).resolve().parents[3] / ".." / "shared" / "traces"
 # The first 400 requests of the Azure conversation trace at 8x its rate on 2 A10 + 1 A100-80:
 # (completed, rejected, expired, attainment, p99 TTFT s) per policy, recorded from this model.
 TRACE_GOLDEN = {
-    "shunter": (381, 11, 8, 0.945, 15.795), "shunter-slo": (392, 0, 8, 0.9775, 15.7523),
-    "fcfs": (400, 0, 0, 0.6675, 10.3009), "round-robin": (400, 0, 0, 0.65, 11.2232),
-    "fifo-gateway": (400, 0, 0, 0.6675, 10.3009), "triton-queue": (400, 0, 0, 0.5875, 31.9324),
-    "priority-only": (400, 0, 0, 0.6675, 10.3009),
+    "shunter": (387, 5, 8, 0.96, 15.0881), "shunter-slo": (392, 0, 8, 0.9725, 15.0881),
+    "fcfs": (400, 0, 0, 0.6475, 10.111), "round-robin": (400, 0, 0, 0.6625, 11.0521),
+    "fifo-gateway": (400, 0, 0, 0.6475, 10.111), "triton-queue": (400, 0, 0, 0.585, 32.3528),
+    "priority-only": (400, 0, 0, 0.6475, 10.111),
 }
 
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import random
+from dataclasses import astuple
 from pathlib import Path
 
 import pytest
 
 from scheduling.tenants import Tier
-from simulator.fidelity import fidelity_points
-from simulator.hardware import GPUS, MODELS
+from simulator.fidelity import RULE_OF_THUMB, fidelity_points, fit_efficiency
+from simulator.hardware import EFFICIENCY, GPUS, MODELS
 from simulator.metrics import percentile
 from simulator.perf import LlmPerf
 from simulator.tracking import ServiceTracker, jain_index
@@ -60,8 +61,15 @@ def test_kv_pool_follows_memory_minus_weights_and_bigger_gpus_are_faster() -> No
 
 
 def test_the_worker_model_reproduces_its_calibration_points_within_tolerance() -> None:
-    points = fidelity_points()
-    assert sum(p.within for p in points) >= len(points) - 1
+    assert all(p.within for p in fidelity_points())
+
+
+def test_the_shipped_efficiency_is_the_least_squares_fit_to_the_published_points() -> None:
+    fit = fit_efficiency()
+    for shipped, fitted in zip(astuple(EFFICIENCY), astuple(fit), strict=True):
+        assert shipped == pytest.approx(fitted, rel=0.005)
+    squared = [sum(p.error**2 for p in fidelity_points(e)) for e in (RULE_OF_THUMB, EFFICIENCY)]
+    assert squared[1] < squared[0]
 
 
 def test_pool_planning_finds_the_fewest_gpus_of_each_type_and_only_tries_cheaper_mixes() -> None:
