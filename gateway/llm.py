@@ -1,9 +1,12 @@
-"""Generation through a decoupled Triton LLM model, one gRPC stream per request.
+"""Generation through a decoupled Triton LLM model, one request at a time on a gRPC stream.
 
-``stream_generation`` sends one request on its own bidirectional stream and yields a
-``TextChunk`` per response until the one carrying ``finish_reason``. Each response is awaited
-for at most ``idle_timeout_s``. When the consumer stops early (client disconnect, error), the
-gRPC call is cancelled, which Triton forwards to the model as ``request.is_cancelled()``.
+``stream_generation`` sends one request on a bidirectional stream of the worker's
+``GenerationStreams`` (reused once an earlier generation on it has ended) and yields a
+``TextChunk`` per response until the one carrying ``finish_reason``; then the stream goes back to
+the pool. Each response is awaited for at most ``idle_timeout_s``. When the consumer stops early
+(client disconnect, error), the gRPC call is cancelled, which Triton forwards to the model as
+``request.is_cancelled()``, and the stream is closed. A reused stream that fails before its first
+response (its connection died while it was idle) is replaced once by a new one.
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ from typing import Any
 
 import numpy as np
 import tritonclient.grpc.aio as grpcclient
+from tritonclient.grpc import InferResult
 from tritonclient.utils import InferenceServerException
 
 from gateway.errors import UpstreamError
+from gateway.generation_streams import GenerationStream
 from gateway.workers import Worker, map_triton_error
 from scheduling.prefix_reuse import PromptPrefixes
 
@@ -96,45 +101,55 @@ def _chunk(result: Any) -> TextChunk:
     )
 
 
+async def _next_response(stream: GenerationStream, model: str,
+                         idle_timeout_s: float) -> tuple[InferResult | None, InferenceServerException | None]:
+    try:
+        # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation that races a
+        # response arriving, which would leave the stream running after a disconnect.
+        async with asyncio.timeout(idle_timeout_s):
+            return await stream.next()
+    except TimeoutError:
+        raise UpstreamError(f"model {model} sent nothing for {idle_timeout_s:.0f} s") from None
+
+
 async def stream_generation(
     worker: Worker, model: str, request_id: str, request: GenerationRequest, idle_timeout_s: float = 60.0,
     version: int | None = None,
 ) -> AsyncIterator[TextChunk]:
     """Yield the model's chunks for ``request`` from ``worker`` (from ``version`` of the model, or
     Triton's default version when None); see the module docstring."""
-    sent = asyncio.Event()
-    done = asyncio.Event()
     payload = {"model_name": model, "inputs": build_inputs(request), "request_id": request_id,
                "priority": request.priority, "model_version": "" if version is None else str(version)}
-
-    async def requests() -> AsyncIterator[dict[str, Any]]:
-        yield payload
-        sent.set()
-        await done.wait()  # keep our half of the stream open until the answer is complete
-
     worker.in_flight += 1
-    call = worker.client.stream_infer(requests())
+    stream = worker.streams.acquire()
+    ended = answered = False
     try:
-        responses = call.__aiter__()
+        stream.send(payload)
         while True:
             try:
-                # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation that
-                # races a response arriving, which would leave the stream running after a disconnect.
-                async with asyncio.timeout(idle_timeout_s):
-                    result, error = await responses.__anext__()
-            except StopAsyncIteration:
-                raise UpstreamError(f"model {model} closed the stream early") from None
-            except TimeoutError:
-                raise UpstreamError(f"model {model} sent nothing for {idle_timeout_s:.0f} s") from None
-            except InferenceServerException as exc:
+                result, error = await _next_response(stream, model, idle_timeout_s)
+            except (StopAsyncIteration, InferenceServerException) as exc:
+                if stream.reused and not answered:
+                    # An idle stream that died with its connection (a restarted worker): the
+                    # request never reached the model, so it goes once more on a new stream.
+                    worker.streams.discard(stream)
+                    stream = worker.streams.acquire(fresh=True)
+                    stream.send(payload)
+                    continue
+                if isinstance(exc, StopAsyncIteration):
+                    raise UpstreamError(f"model {model} closed the stream early") from None
                 raise map_triton_error(exc, model) from exc
+            answered = True
             if error is not None:
                 raise map_triton_error(error, model)
             chunk = _chunk(result)
+            ended = chunk.finish_reason is not None  # nothing more of this request can arrive
             yield chunk
-            if chunk.finish_reason is not None:
+            if ended:
                 return
     finally:
         worker.in_flight -= 1
-        done.set()
-        call.cancel()
+        if ended:
+            worker.streams.release(stream)
+        else:
+            worker.streams.discard(stream)

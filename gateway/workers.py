@@ -6,8 +6,9 @@ repository-index call, bounded by a per-call timeout) and, on workers serving an
 engine's live KV pool from Triton's metrics port (``shunter_llm_kv_blocks_*``, where the engine
 reports them). ``views`` turns that into the scheduling core's ``WorkerView``s; the core decides
 where each request goes, and this is the transport it dispatches through (``worker(name)``).
-``pick`` remains for calls that are not scheduled (model metadata). ``map_triton_error`` is the
-one translation of Triton's errors into the gateway's taxonomy.
+``pick`` remains for calls that are not scheduled (model metadata). Each worker also holds its
+reusable generation streams (``gateway.generation_streams``), closed when it is unreachable.
+``map_triton_error`` is the one translation of Triton's errors into the gateway's taxonomy.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from gateway.errors import (
     UnavailableError,
     UpstreamError,
 )
+from gateway.generation_streams import GenerationStreams
 from gateway.periodic import start_periodic, stop
 from scheduling.capacity import CapacityProfile
 from scheduling.workers import WorkerView
@@ -62,6 +64,10 @@ class Worker:
     in_flight: int = 0
     kv_total_tokens: int | None = None
     kv_used_tokens: int | None = None
+    streams: GenerationStreams = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.streams = GenerationStreams(self.client)
 
     @property
     def ready_models(self) -> frozenset[str]:
@@ -98,6 +104,7 @@ class WorkerPool:
     async def close(self) -> None:
         await stop(self._poller)
         for worker in self.workers:
+            worker.streams.close()
             await worker.client.close()
         if self._http is not None:
             await self._http.aclose()
@@ -113,7 +120,8 @@ class WorkerPool:
             index = await worker.client.get_model_repository_index(as_json=True,
                                                                     client_timeout=self.poll_timeout_s)
         except InferenceServerException:
-            index = {}  # unreachable: nothing on it is ready
+            index = {}  # unreachable: nothing on it is ready, and its idle streams are dead
+            worker.streams.close()
         for entry in index.get("models", []):
             name, version = entry.get("name"), str(entry.get("version", ""))
             if name in worker.address.models and entry.get("state") == "READY" and version.isdigit():

@@ -52,4 +52,6 @@ async def metrics(request: Request) -> Response:
     for worker in state.pool.workers:
         for model in worker.address.models:
             state.metrics.worker_ready.labels(worker.address.name, model).set(model in worker.ready_models)
+        state.metrics.worker_streams.labels(worker.address.name, "opened").set(worker.streams.opened)
+        state.metrics.worker_streams.labels(worker.address.name, "idle").set(worker.streams.idle)
     return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

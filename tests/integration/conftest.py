@@ -70,12 +70,17 @@ def stack(tmp_path_factory: pytest.TempPathFactory, artifacts_dir: Path) -> Iter
         local.stop()
 
 
-def worker_counter(stack: RunningStack, name: str, labels: dict[str, str]) -> float:
-    """A counter of the stack's Triton worker from its Prometheus metrics: the sum of the series
-    of ``name`` whose labels include ``labels`` (0 when there is none)."""
-    text = httpx.get(f"http://127.0.0.1:{stack.worker.metrics_port}/metrics", timeout=10).text
+def metric_sum(url: str, name: str, labels: dict[str, str]) -> float:
+    """The sum of the series of ``name`` whose labels include ``labels`` on the Prometheus page at
+    ``url`` (0 when there is none)."""
+    text = httpx.get(url, timeout=10).text
     return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
                if sample.name == name and labels.items() <= sample.labels.items())
+
+
+def worker_counter(stack: RunningStack, name: str, labels: dict[str, str]) -> float:
+    """A metric of the stack's Triton worker (``metric_sum``)."""
+    return metric_sum(f"http://127.0.0.1:{stack.worker.metrics_port}/metrics", name, labels)
 
 
 async def stream_chat(client: httpx.AsyncClient, content: str, max_tokens: int,

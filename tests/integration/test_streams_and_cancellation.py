@@ -1,4 +1,5 @@
-"""Response routing under concurrency, and cancellation of an abandoned stream, on the real stack."""
+"""Response routing under concurrency, cancellation of an abandoned stream, and the reuse of gRPC
+generation streams, on the real stack."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from tests.integration.conftest import KEYS, RunningStack, stream_chat, worker_counter
+from tests.integration.conftest import KEYS, RunningStack, metric_sum, stream_chat, worker_counter
 
 pytestmark = pytest.mark.integration
 TOPICS = ["trains", "the sea", "autumn", "coffee", "mountains", "a cat", "the moon", "bread", "rain", "music",
@@ -71,3 +72,29 @@ def test_client_disconnect_cancels_a_non_streamed_generation_too(stack: RunningS
     with stack.client(timeout_s=1.5) as client, contextlib.suppress(httpx.TimeoutException):
         client.post("/v1/chat/completions", json=body)  # gives up after 1.5 s and closes the connection
     _wait_for_one_more_cancellation(stack, cancelled_before)
+
+
+def _gateway_streams(stack: RunningStack, state: str) -> float:
+    return metric_sum(f"{stack.url}/metrics", "shunter_worker_generation_streams", {"state": state})
+
+
+def test_generations_one_after_another_reuse_one_grpc_stream(stack: RunningStack) -> None:
+    """Triton keeps memory per gRPC stream served (gateway/generation_streams.py), so a stream
+    whose generation ended carries the next one; one whose client left is closed, not reused."""
+    asyncio.run(_run_streams(stack.url, TOPICS[:2], concurrently=False))  # at least one idle stream
+    opened = _gateway_streams(stack, "opened")
+    texts = asyncio.run(_run_streams(stack.url, TOPICS[:6], concurrently=False))
+    assert len(set(texts)) == 6
+    assert _gateway_streams(stack, "opened") == opened
+    assert _gateway_streams(stack, "idle") >= 1
+
+    cancelled_before = worker_counter(stack, "shunter_llm_requests_finished_total", CANCELLED)
+    body = {"model": "chat", "messages": [{"role": "user", "content": "Write a very long story about a dragon."}],
+            "max_tokens": 3000, "temperature": 0.8, "stream": True}
+    with stack.client() as client, client.stream("POST", "/v1/chat/completions", json=body) as response:
+        for received, line in enumerate(response.iter_lines()):
+            if line.startswith("data: {") and received >= 3:
+                break
+    _wait_for_one_more_cancellation(stack, cancelled_before)
+    assert asyncio.run(_run_streams(stack.url, TOPICS[6:8], concurrently=False)) == \
+        asyncio.run(_run_streams(stack.url, TOPICS[6:8], concurrently=False))  # served, and as before
