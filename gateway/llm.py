@@ -120,8 +120,8 @@ async def stream_generation(
     Triton's default version when None); see the module docstring."""
     payload = {"model_name": model, "inputs": build_inputs(request), "request_id": request_id,
                "priority": request.priority, "model_version": "" if version is None else str(version)}
-    worker.in_flight += 1
     stream = worker.streams.acquire()
+    worker.in_flight += 1
     ended = answered = False
     try:
         stream.send(payload)
