@@ -142,6 +142,8 @@ async def stream_generation(
             answered = True
             if error is not None:
                 raise map_triton_error(error, model)
+            if result is None or result.as_numpy("completion_tokens") is None:
+                continue  # an empty response that only flags a request final (ours or a previous one)
             chunk = _chunk(result)
             ended = chunk.finish_reason is not None  # nothing more of this request can arrive
             yield chunk

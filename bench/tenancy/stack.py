@@ -39,6 +39,7 @@ TENANTS = (
                                                   "tokens_per_minute": 40000}),
     TenantSpec("quiet", "standard", "quiet-key", {"requests_per_second": 50, "max_concurrent": 16}),
     TenantSpec("eu-only", "premium", "eu-key", {"max_concurrent": 32}, regions=("eu-west",)),
+    TenantSpec("eu-standard", "standard", "eu-standard-key", {"max_concurrent": 32}, regions=("eu-west",)),
     TenantSpec("gold", "premium", "gold-key", {"max_concurrent": 256}, weight=4),
     TenantSpec("silver", "standard", "silver-key", {"max_concurrent": 256}, weight=2),
     TenantSpec("bronze", "batch", "bronze-key", {"max_concurrent": 256}),
