@@ -90,14 +90,19 @@ def build_inputs(request: GenerationRequest) -> list[grpcclient.InferInput]:
     return inputs
 
 
-def _chunk(result: Any) -> TextChunk:
+def _chunk(result: Any) -> TextChunk | None:
+    """The chunk a response carries; None for an empty response that only flags a request final
+    (ours, or a previous request's on a reused stream)."""
+    completion = result.as_numpy("completion_tokens") if result is not None else None
+    if completion is None:
+        return None
     text = result.as_numpy("text_output")
     finish = result.as_numpy("finish_reason")
     return TextChunk(
         text=text.reshape(-1)[0].decode("utf-8") if text is not None else "",
         finish_reason=(finish.reshape(-1)[0].decode() or None) if finish is not None else None,
         prompt_tokens=int(result.as_numpy("prompt_tokens").reshape(-1)[0]),
-        completion_tokens=int(result.as_numpy("completion_tokens").reshape(-1)[0]),
+        completion_tokens=int(completion.reshape(-1)[0]),
     )
 
 
@@ -142,9 +147,9 @@ async def stream_generation(
             answered = True
             if error is not None:
                 raise map_triton_error(error, model)
-            if result is None or result.as_numpy("completion_tokens") is None:
-                continue  # an empty response that only flags a request final (ours or a previous one)
             chunk = _chunk(result)
+            if chunk is None:
+                continue
             ended = chunk.finish_reason is not None  # nothing more of this request can arrive
             yield chunk
             if ended:

@@ -33,10 +33,11 @@ def llm_wait_estimate(request: Request, ahead: Work, own_units: float,
                       endpoints: Sequence[Endpoint]) -> WaitEstimate:
     """The wait of LLM ``request`` (expected cost ``own_units``) behind ``ahead`` on ``endpoints``
     (not empty), and its own prefill time on the fastest of them when idle."""
-    costs = [e.load.model(request.model).prefill_coefficients(e.view.profile) for e in endpoints]
+    loads = [e.load.model(request.model) for e in endpoints]
+    costs = [load.prefill_coefficients(e.view.profile) for e, load in zip(endpoints, loads, strict=True)]
     speeds = [cost.tokens_per_s for cost in costs]
-    line_tokens = sum(prefill_backlog_s(e.load.model(request.model), e.now_s) * speed
-                      for e, speed in zip(endpoints, speeds, strict=True))
+    line_tokens = sum(prefill_backlog_s(load, e.now_s) * speed
+                      for e, load, speed in zip(endpoints, loads, speeds, strict=True))
     overhead_tokens = sum(cost.overhead_s * cost.tokens_per_s for cost in costs) / len(costs)
     service_s = min(cost.seconds(uncached_prompt_tokens(request, e) + 1.0)
                     for e, cost in zip(endpoints, costs, strict=True))
