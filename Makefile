@@ -18,7 +18,7 @@ integration: setup
 
 lint: setup
 	.venv/bin/ruff check .
-	.venv/bin/mypy scheduling control gateway python_backends bench
+	.venv/bin/mypy scheduling settings control gateway python_backends simulator cli bench
 	.venv/bin/lint-imports
 
 bench: setup

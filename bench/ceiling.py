@@ -21,12 +21,12 @@ from typing import Annotated
 import typer
 
 from bench.workload import CHAT_MAX_TOKENS, CHAT_PROMPT
-from control.paths import StackPaths
 from control.repository import render_config
 from control.stack import load_config
 from python_backends.chat.engine import BatchEngine, ListSink
-from python_backends.chat.engine_config import EngineConfig
 from python_backends.chat.params import GenerationParams
+from settings.engine import EngineConfig
+from settings.paths import StackPaths
 
 app = typer.Typer(add_completion=False)
 

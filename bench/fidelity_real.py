@@ -61,13 +61,13 @@ from bench.replay import ReplayResult, warm_up
 from bench.replay import replay as run_replay
 from bench.stack import BENCH_RESULTS, Endpoints, IsolateEngine, StackOptions, bench_stack, isolation_if, write_config
 from bench.triton_stats import engine_busy, queue_wait, sample_engine_counters, triton_counts
-from control.config import load_stack_config
-from control.paths import PROJECT_ROOT, StackPaths
-from control.scheduling_config import load_scheduling
-from control.supervisor import worker_addresses
-from control.tenants import load_tenants
 from gateway.tokenization import LlmTokenizer
 from scheduling.scheduler import build_scheduler
+from settings.paths import PROJECT_ROOT, StackPaths
+from settings.scheduling import load_scheduling
+from settings.stack import load_stack_config
+from settings.tenants import load_tenants
+from settings.workers import worker_addresses
 from simulator.fitted_perf import EngineBusy, FittedPerf, TimedPerf
 from simulator.perf_model import LlmPerfModel
 from simulator.records import RequestRecord

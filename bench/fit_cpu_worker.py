@@ -40,11 +40,11 @@ from bench.contention import CpuWatch, wait_for_quiet
 from bench.cpu import isolation_entry
 from bench.stack import IsolateEngine, isolation_if
 from bench.workload import SENTENCES
-from control.paths import StackPaths
 from python_backends.chat.engine import BatchEngine, ListSink
-from python_backends.chat.engine_config import EngineConfig
 from python_backends.chat.params import GenerationParams
 from python_backends.chat.sequence import Sequence
+from settings.engine import EngineConfig
+from settings.paths import StackPaths
 from simulator.step_fit import StepLaw, StepSample, chunk_attention_positions, fit_step_law, relative_errors
 
 app = typer.Typer(add_completion=False)

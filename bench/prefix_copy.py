@@ -26,8 +26,8 @@ import typer
 from bench.ceiling import served_engine
 from bench.shared_prefix import SENTENCE
 from bench.workload import chat_prompt
-from control.paths import StackPaths
 from python_backends.chat.llama_runtime import BatchEntry, LlamaRuntime
+from settings.paths import StackPaths
 
 app = typer.Typer(add_completion=False)
 CHUNK_TOKENS = 60  # below the engine's 63-token step, as the engine feeds a prompt

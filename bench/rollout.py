@@ -33,8 +33,8 @@ import yaml
 from bench.stack import write_config
 from control.artifacts import S3ArtifactStore
 from control.integrity import load_private_key, write_signed_manifest
-from control.paths import StackPaths
-from control.stack import Listen, LocalStack, admin_token
+from control.stack import Listen, LocalStack
+from settings.paths import StackPaths, admin_token
 from tests.s3server import LocalS3Server
 
 BASE_PORT = 29100

@@ -47,8 +47,8 @@ import typer
 from bench.cpu import check_same_isolation
 from bench.run import command_line
 from bench.workload import CHAT_PROMPT
-from control.paths import PROJECT_ROOT, StackPaths
 from gateway.tokenization import LlmTokenizer
+from settings.paths import PROJECT_ROOT, StackPaths
 from simulator.fitted_perf import FittedPerf
 from simulator.perf_model import IterationWork
 

@@ -55,10 +55,10 @@ from bench.replay import send_one, warm_up
 from bench.run import command_line
 from bench.stack import BENCH_RESULTS, IsolateEngine, StackOptions, bench_stack, isolation_if
 from bench.workload import CHAT_SYSTEM
-from control.paths import PROJECT_ROOT, StackPaths
 from gateway.tokenization import LlmTokenizer
 from scheduling.requests import Request, RequestKind
 from scheduling.tenants import Tenant, Tier
+from settings.paths import PROJECT_ROOT, StackPaths
 from simulator.engine import ARRIVAL, EventLoop
 from simulator.fitted_perf import FittedPerf
 from simulator.llm_worker import LlmWorker

@@ -28,9 +28,9 @@ import typer
 import yaml
 
 from bench.cpu import EngineIsolation
-from control.paths import PROJECT_ROOT, StackPaths
 from control.stack import Listen, LocalStack, load_config
-from control.supervisor import worker_addresses
+from settings.paths import PROJECT_ROOT, StackPaths
+from settings.workers import worker_addresses
 
 BENCH_RESULTS = PROJECT_ROOT / "bench" / "results"
 _BASE_PORT = re.compile(r"^(\s*base_port:\s*)\d+", re.MULTILINE)

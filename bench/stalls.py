@@ -20,12 +20,13 @@ import typer
 from bench.clients import DirectClient
 from bench.load import percentile
 from bench.workload import Workload
-from control.config import StackConfig
-from control.paths import StackPaths
 from control.repository import render_repository
 from control.stack import load_config
-from control.supervisor import Supervisor, worker_addresses
+from control.supervisor import Supervisor
 from control.triton_runtime import resolve_runtime
+from settings.paths import StackPaths
+from settings.stack import StackConfig
+from settings.workers import worker_addresses
 
 BASE_PORT = 38100
 

@@ -21,8 +21,6 @@ from pathlib import Path
 from control.artifacts import ArtifactStore, open_store
 from control.canary_analysis import MetricsHistory
 from control.canary_job import CanaryAnalysis
-from control.config import ModelSpec, StackConfig
-from control.control_config import ControlSettings, load_control_settings
 from control.deployer import Deployer, signer_key_id
 from control.integrity import (
     generate_keypair,
@@ -31,11 +29,13 @@ from control.integrity import (
     verify_directory,
     write_signed_manifest,
 )
-from control.paths import StackPaths
 from control.registry import Registry, RuntimeRequirements, VersionState
 from control.repository import render_model
 from control.rollouts import RolloutManager
-from control.supervisor import worker_addresses
+from settings.control import ControlSettings, load_control_settings
+from settings.paths import StackPaths
+from settings.stack import ModelSpec, StackConfig
+from settings.workers import worker_addresses
 
 ACTOR = "control"
 

@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from control.artifacts import ArtifactStore, ArtifactStoreError
-from control.config import ModelSpec, StackConfig
-from control.control_config import RolloutSettings
 from control.integrity import SIGNATURE_NAME, IntegrityError, TrustedKeys, verify_directory
 from control.registry import Registry, VersionState
 from control.repository import RenderError, render_model
-from control.supervisor import WorkerAddress
 from control.triton_control import TritonControlError, load, wait_versions, warm_request
+from settings.control import RolloutSettings
+from settings.stack import ModelSpec, StackConfig
+from settings.workers import WorkerAddress
 
 ACTOR = "control"
 

@@ -24,10 +24,11 @@ from pathlib import Path
 
 import jinja2
 
-from control.config import ModelSpec, StackConfig, WorkloadKind
-from python_backends.chat.engine_config import EngineConfig
+from settings.base import ConfigError
+from settings.engine import cpu_engine_config, trtllm_settings, uses_trtllm
+from settings.paths import PROJECT_ROOT
+from settings.stack import ModelSpec, StackConfig, WorkloadKind
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES_DIR = PROJECT_ROOT / "triton_configs"
 BACKENDS_DIR = PROJECT_ROOT / "python_backends"
 
@@ -57,7 +58,6 @@ def _environment() -> jinja2.Environment:
 
 
 _TRTLLM_STEPS = ("preprocessing", "tensorrt_llm", "postprocessing")
-_SCHEDULER_POLICIES = ("guaranteed_no_evict", "max_utilization")
 
 
 def _tidy(text: str) -> str:
@@ -70,15 +70,18 @@ def render_config(model: ModelSpec, gpu_type: str, versions: Sequence[int] | Non
     return render_configs(model, gpu_type, versions)[model.name]
 
 
-def uses_trtllm(model: ModelSpec, gpu_type: str) -> bool:
-    return model.kind is WorkloadKind.LLM and gpu_type != "cpu"
-
-
 def render_configs(model: ModelSpec, gpu_type: str, versions: Sequence[int] | None = None) -> dict[str, str]:
     """Triton model name -> ``config.pbtxt`` text, for every Triton model serving ``model``, with a
-    version policy listing exactly ``versions`` (default: the configured version)."""
+    version policy listing exactly ``versions`` (default: the configured version). RenderError
+    names a bad engine parameter."""
+    try:
+        return _render_configs(model, gpu_type, sorted(versions) if versions else [model.version])
+    except ConfigError as exc:
+        raise RenderError(str(exc)) from exc
+
+
+def _render_configs(model: ModelSpec, gpu_type: str, versions: list[int]) -> dict[str, str]:
     env = _environment()
-    versions = sorted(versions) if versions else [model.version]
     if not uses_trtllm(model, gpu_type):
         if model.kind is WorkloadKind.LLM:
             model = share_engine_threads(model, len(versions))
@@ -92,25 +95,6 @@ def render_configs(model: ModelSpec, gpu_type: str, versions: Sequence[int] | No
         template = env.get_template(f"llm_trtllm/{step}.pbtxt.j2")
         configs[name] = _tidy(template.render(model=model, name=name, trtllm=settings, versions=versions))
     return configs
-
-
-def engine_reuses_prefixes(model: ModelSpec, gpu_type: str) -> bool:
-    """Whether the engine that serves LLM ``model`` on ``gpu_type`` reuses cached prompt prefixes:
-    TensorRT-LLM's ``enable_kv_cache_reuse``, or the CPU engine's ``prefix_cache``. Raises
-    RenderError on a bad setting."""
-    if uses_trtllm(model, gpu_type):
-        return trtllm_settings(model)["enable_kv_cache_reuse"] == "true"
-    return cpu_engine_config(model).prefix_cache
-
-
-def cpu_engine_config(model: ModelSpec) -> EngineConfig:
-    """The CPU chat engine's settings for LLM ``model``, as the engine reads its parameters;
-    RenderError naming a bad one."""
-    parameters = {"context_tokens": str(model.context_tokens), **model.parameters}
-    try:
-        return EngineConfig.from_parameters(parameters)
-    except ValueError as exc:
-        raise RenderError(f"model {model.name}: {exc}") from exc
 
 
 def share_engine_threads(model: ModelSpec, versions: int) -> ModelSpec:
@@ -127,34 +111,6 @@ def share_engine_threads(model: ModelSpec, versions: int) -> ModelSpec:
         return model
     shared = max(1, cpu_engine_config(model).n_threads // versions)
     return model.model_copy(update={"parameters": {**model.parameters, "n_threads": str(shared)}})
-
-
-def trtllm_settings(model: ModelSpec) -> dict[str, str]:
-    """TensorRT-LLM settings from the model's parameters, with defaults; raise RenderError on a
-    bad policy or fraction. ``max_tokens_in_paged_kv_cache`` is the CPU pool's ``kv_cache_tokens``."""
-    params = model.parameters
-    settings = {
-        "engine_dir": params.get("trtllm_engine_dir", f"/models/{model.name}/trtllm_engine"),
-        "tokenizer_dir": params.get("trtllm_tokenizer_dir", f"/models/{model.name}/tokenizer"),
-        "batch_scheduler_policy": params.get("trtllm_batch_scheduler_policy", "max_utilization"),
-        "kv_cache_free_gpu_mem_fraction": params.get("trtllm_kv_cache_free_gpu_mem_fraction", "0.9"),
-        "max_tokens_in_paged_kv_cache": params.get("kv_cache_tokens", str(2 * model.context_tokens)),
-        "enable_chunked_context": params.get("trtllm_enable_chunked_context", "true"),
-        "enable_kv_cache_reuse": params.get("trtllm_enable_kv_cache_reuse", "false"),
-        "max_num_sequences": params.get("trtllm_max_num_sequences", "64"),
-    }
-    if settings["enable_kv_cache_reuse"] not in ("true", "false"):
-        raise RenderError(f"model {model.name}: trtllm_enable_kv_cache_reuse must be true or false "
-                          "(true needs an engine built with paged context FMHA)")
-    if settings["batch_scheduler_policy"] not in _SCHEDULER_POLICIES:
-        raise RenderError(f"model {model.name}: trtllm_batch_scheduler_policy must be one of {_SCHEDULER_POLICIES}")
-    try:
-        fraction = float(settings["kv_cache_free_gpu_mem_fraction"])
-    except ValueError:
-        fraction = -1.0
-    if not 0.0 < fraction < 1.0:
-        raise RenderError(f"model {model.name}: trtllm_kv_cache_free_gpu_mem_fraction must be in (0, 1)")
-    return settings
 
 
 def _encode_bytes_tensor(values: list[bytes]) -> bytes:

@@ -22,7 +22,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from control.control_config import CanarySettings, RolloutSettings
 from control.deployer import Deployer, DeployError
 from control.gateway_probe import GatewayReading, wait_until
 from control.registry import (
@@ -34,6 +33,7 @@ from control.registry import (
     RolloutStatus,
     validate_weights,
 )
+from settings.control import CanarySettings, RolloutSettings
 
 
 class RolloutError(RuntimeError):

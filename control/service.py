@@ -17,9 +17,9 @@ from fastapi.responses import JSONResponse
 
 from control.admin_api import HANDLED, ControlApiError, error_response
 from control.admin_api import router as admin_router
-from control.config import StackConfig
 from control.control_plane import ControlPlane
 from control.supervisor import Supervisor
+from settings.stack import StackConfig
 
 
 def create_control_app(config: StackConfig, supervisor: Supervisor, admin_token: str,

@@ -9,7 +9,6 @@ undoes it in reverse order: the gateway first (no new traffic), then control, th
 
 from __future__ import annotations
 
-import secrets
 import subprocess
 import sys
 import threading
@@ -22,14 +21,14 @@ import httpx
 import uvicorn
 
 from control.assets.build import build_artifacts
-from control.config import StackConfig, load_stack_config
 from control.control_plane import ControlPlane
-from control.paths import StackPaths
 from control.repository import render_repository
 from control.service import create_control_app
 from control.supervisor import Supervisor
 from control.triton_runtime import resolve_runtime
 from scheduling.scheduler import Policy
+from settings.paths import StackPaths, admin_token
+from settings.stack import StackConfig, load_stack_config
 
 
 @dataclass(frozen=True)
@@ -55,16 +54,6 @@ def prepare(paths: StackPaths, log: Callable[[str], None] = print) -> StackConfi
     gpu_types = {pool.gpu_type for pool in config.pools}
     render_repository(config, paths.artifacts, paths.repository, gpu_type=min(gpu_types))
     return config
-
-
-def admin_token(paths: StackPaths) -> str:
-    """The local admin token, created (mode 0600) on first use."""
-    path = paths.admin_token_file
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.touch(mode=0o600)
-        path.write_text(secrets.token_urlsafe(32))
-    return path.read_text().strip()
 
 
 class LocalStack:

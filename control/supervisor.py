@@ -16,45 +16,15 @@ import signal
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
-from control.config import PoolSpec, StackConfig, TritonSettings
 from control.triton_runtime import TritonRuntime
+from settings.stack import StackConfig, TritonSettings
+from settings.workers import WorkerAddress, worker_addresses
 
 SHM_DIR = Path("/dev/shm")
-
-
-@dataclass(frozen=True)
-class WorkerAddress:
-    """Where one worker listens and what it serves; the gateway routes by these."""
-
-    pool: str
-    index: int
-    gpu_type: str
-    region: str
-    host: str
-    http_port: int
-    grpc_port: int
-    metrics_port: int
-    models: tuple[str, ...]
-
-    @property
-    def name(self) -> str:
-        return f"{self.pool}-{self.index}"
-
-
-def worker_addresses(config: StackConfig) -> list[WorkerAddress]:
-    """Every worker of every pool, in pool order."""
-    return [_address(pool, i) for pool in config.pools for i in range(pool.workers)]
-
-
-def _address(pool: PoolSpec, index: int) -> WorkerAddress:
-    http, grpc, metrics = pool.worker_ports(index)
-    return WorkerAddress(pool.name, index, pool.gpu_type, pool.region, pool.host, http, grpc,
-                         metrics, pool.models)
 
 
 class WorkerStartError(RuntimeError):

@@ -19,9 +19,9 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from control.config import ModelSpec, WorkloadKind
 from control.repository import BACKENDS_DIR
-from control.supervisor import WorkerAddress
+from settings.stack import ModelSpec, WorkloadKind
+from settings.workers import WorkerAddress
 
 WARM_TEXT = "Shunter warms this version up before it takes traffic."
 

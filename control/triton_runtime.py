@@ -17,7 +17,7 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
-from control.config import TritonSettings
+from settings.stack import TritonSettings
 
 
 class TritonNotFoundError(RuntimeError):

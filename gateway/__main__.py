@@ -8,9 +8,9 @@ from typing import Annotated
 import typer
 import uvicorn
 
-from control.paths import StackPaths
 from gateway.app import create_app
 from scheduling.scheduler import Policy
+from settings.paths import StackPaths
 
 
 def main(

@@ -17,11 +17,6 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from control.config import StackConfig, WorkloadKind, load_stack_config
-from control.paths import StackPaths
-from control.scheduling_config import load_scheduling
-from control.supervisor import worker_addresses
-from control.tenants import load_tenants
 from gateway.context import RequestContextMiddleware
 from gateway.dispatcher import Dispatcher
 from gateway.errors import GatewayError, InvalidRequestError, UnprocessableError
@@ -34,6 +29,11 @@ from gateway.state import GatewayState
 from gateway.tokenization import LlmTokenizer, TextTokenizer
 from gateway.workers import WorkerPool
 from scheduling.scheduler import Policy, build_scheduler
+from settings.paths import StackPaths
+from settings.scheduling import load_scheduling
+from settings.stack import StackConfig, WorkloadKind, load_stack_config
+from settings.tenants import load_tenants
+from settings.workers import worker_addresses
 
 
 def load_tokenizers(config: StackConfig, paths: StackPaths, state: GatewayState) -> None:

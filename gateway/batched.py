@@ -14,13 +14,13 @@ import tritonclient.grpc.aio as grpcclient
 from fastapi import Request as HttpRequest
 from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
-from control.config import ModelSpec
 from gateway.coalescer import Columns, RowCoalescer, SendBatch
 from gateway.dispatcher import Ticket
 from gateway.scheduled import admit
 from gateway.state import GatewayState
 from gateway.workers import Worker, map_triton_error
 from scheduling.tenants import Tenant
+from settings.stack import ModelSpec
 
 CALLS_PER_INSTANCE = 2
 

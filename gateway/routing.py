@@ -20,10 +20,10 @@ from typing import Any
 import httpx
 from fastapi import Request as HttpRequest
 
-from control.config import StackConfig
 from gateway.periodic import start_periodic, stop
 from scheduling.tenants import Tenant
 from scheduling.traffic_split import StickyTo, TrafficSplit
+from settings.stack import StackConfig
 
 log = logging.getLogger(__name__)
 _SCOPE_KEY = "model_version"

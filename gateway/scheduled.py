@@ -11,7 +11,6 @@ from __future__ import annotations
 from fastapi import Request as HttpRequest
 from starlette.types import Receive
 
-from control.config import ModelSpec, WorkloadKind
 from gateway.dispatcher import Ticket
 from gateway.errors import InvalidRequestError
 from gateway.routing import version_for
@@ -19,6 +18,7 @@ from gateway.state import GatewayState
 from scheduling.prefix_reuse import PromptPrefixes
 from scheduling.requests import Request, RequestKind
 from scheduling.tenants import Tenant
+from settings.stack import ModelSpec, WorkloadKind
 
 DEADLINE_HEADER = "x-deadline-ms"
 _MAX_MESSAGES = 1000

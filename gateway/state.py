@@ -10,9 +10,6 @@ from collections import OrderedDict
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from control.config import ModelSpec, StackConfig, WorkloadKind
-from control.scheduling_config import SchedulingSettings
-from control.tenants import TenantDirectory
 from gateway.coalescer import RowCoalescer
 from gateway.dispatcher import Dispatcher
 from gateway.errors import InvalidRequestError, ModelNotFoundError, PermissionDeniedError
@@ -22,6 +19,9 @@ from gateway.routing import RoutingTable
 from gateway.tokenization import LlmTokenizer, TextTokenizer
 from gateway.workers import WorkerPool
 from scheduling.tenants import Tenant
+from settings.scheduling import SchedulingSettings
+from settings.stack import ModelSpec, StackConfig, WorkloadKind
+from settings.tenants import TenantDirectory
 
 
 class IdempotencyLedger:

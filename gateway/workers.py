@@ -23,7 +23,6 @@ import tritonclient.grpc.aio as grpcclient
 from prometheus_client.parser import text_string_to_metric_families
 from tritonclient.utils import InferenceServerException
 
-from control.supervisor import WorkerAddress
 from gateway.errors import (
     GatewayError,
     InvalidRequestError,
@@ -35,6 +34,7 @@ from gateway.generation_streams import GenerationStreams
 from gateway.periodic import start_periodic, stop
 from scheduling.capacity import CapacityProfile
 from scheduling.workers import WorkerView
+from settings.workers import WorkerAddress
 
 # Prefix of the messages our python backends raise for bad input (python_backends.batching).
 _INVALID_INPUT_PREFIX = "input '"

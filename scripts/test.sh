@@ -5,6 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 V=.venv/bin
 echo "[test] ruff";        $V/ruff check .
-echo "[test] mypy";        $V/mypy scheduling control gateway python_backends simulator bench
+echo "[test] mypy";        $V/mypy scheduling settings control gateway python_backends simulator cli bench
 echo "[test] import contracts"; $V/lint-imports --no-cache
 echo "[test] pytest";      $V/python -m pytest -q -p no:cacheprovider --durations=10 "$@"

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import yaml
 
-from control.paths import StackPaths
 from control.stack import Listen, LocalStack, start_gateway, stop_process
-from control.tenants import hash_api_key
 from scheduling.scheduler import Policy
+from settings.paths import StackPaths
+from settings.tenants import hash_api_key
 
 SHIPPED = StackPaths()
 

@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from control.config import StackConfig, WorkloadKind
+from settings.stack import StackConfig, WorkloadKind
 
 RECIPE_VERSION = "1"
 

@@ -17,7 +17,6 @@ import orjson
 from fastapi import Request as HttpRequest
 from sse_starlette import ServerSentEvent
 
-from control.config import ModelSpec
 from gateway.dispatcher import Ticket
 from gateway.errors import (
     ClientClosedError,
@@ -32,6 +31,7 @@ from gateway.schemas import ChatCompletionRequest, CompletionRequest, as_list
 from gateway.state import GatewayState
 from scheduling.prefix_reuse import PromptPrefixes
 from scheduling.tenants import Tenant
+from settings.stack import ModelSpec
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ import tritonclient.grpc.aio as grpcclient
 from fastapi import APIRouter, Depends, Request, Response
 from tritonclient.utils import InferenceServerException
 
-from control.config import ModelSpec, WorkloadKind
 from gateway.auth import authenticate
 from gateway.errors import InvalidRequestError, ModelNotFoundError, PayloadTooLargeError
 from gateway.kserve_codec import Tensor, decode_request, encode_response
@@ -23,6 +22,7 @@ from gateway.scheduled import admit
 from gateway.state import GatewayState
 from gateway.workers import map_triton_error
 from scheduling.tenants import Tenant
+from settings.stack import ModelSpec, WorkloadKind
 
 router = APIRouter(prefix="/v2")
 TenantDep = Annotated[Tenant, Depends(authenticate)]

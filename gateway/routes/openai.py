@@ -12,7 +12,6 @@ from fastapi import APIRouter, Depends, Request
 from sse_starlette import EventSourceResponse
 from starlette.background import BackgroundTask
 
-from control.config import ModelSpec, WorkloadKind
 from gateway.auth import authenticate
 from gateway.batched import run_batched, text_rows
 from gateway.errors import ContextLengthExceededError, InvalidRequestError
@@ -30,6 +29,7 @@ from gateway.scheduled import admit
 from gateway.schemas import ChatCompletionRequest, ChatMessage, CompletionRequest, EmbeddingRequest, as_list
 from gateway.state import GatewayState
 from scheduling.tenants import Tenant
+from settings.stack import ModelSpec, WorkloadKind
 
 router = APIRouter(prefix="/v1")
 TenantDep = Annotated[Tenant, Depends(authenticate)]

@@ -7,7 +7,6 @@ from typing import Annotated, Any
 import numpy as np
 from fastapi import APIRouter, Depends, Request
 
-from control.config import WorkloadKind
 from gateway.auth import authenticate
 from gateway.batched import run_batched, text_rows
 from gateway.errors import ContextLengthExceededError
@@ -15,6 +14,7 @@ from gateway.responses import JSONResponse
 from gateway.schemas import RerankRequest
 from gateway.state import GatewayState
 from scheduling.tenants import Tenant
+from settings.stack import WorkloadKind
 
 router = APIRouter(prefix="/v1")
 

@@ -34,11 +34,11 @@ from pathlib import Path
 
 from python_backends.batching import InvalidInputError
 from python_backends.chat.block_pool import BlockPool
-from python_backends.chat.engine_config import EngineConfig
 from python_backends.chat.llama_runtime import BatchEntry, KvSlotError, LlamaRuntime
 from python_backends.chat.params import GenerationParams
 from python_backends.chat.scheduler import Chunk, Scheduler, SchedulerLimits
 from python_backends.chat.sequence import Delta, Sequence, Sink
+from settings.engine import EngineConfig
 
 __all__ = ["BatchEngine", "Delta", "EngineSaturatedError", "EngineStats", "ListSink"]
 

@@ -21,12 +21,12 @@ import triton_python_backend_utils as pb_utils
 
 from python_backends.batching import InvalidInputError, decode_texts
 from python_backends.chat.engine import BatchEngine, EngineSaturatedError, EngineStats
-from python_backends.chat.engine_config import EngineConfig
 from python_backends.chat.engine_loop import EngineLoop, Job
 from python_backends.chat.params import parse_params, parse_priority
 from python_backends.chat.send_queue import SendQueue
 from python_backends.chat.sequence import Delta
 from python_backends.triton_adapter import invalid_arg_response, model_parameters, version_dir
+from settings.engine import EngineConfig
 
 INPUTS = ("prompt", "max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "priority")
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL

@@ -20,9 +20,9 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.tenancy.stack import Ports, TwoPoolStack
-from control.paths import StackPaths
 from control.stack import Listen, LocalStack, load_config
-from control.supervisor import WorkerAddress, worker_addresses
+from settings.paths import StackPaths
+from settings.workers import WorkerAddress, worker_addresses
 
 GATEWAY_PORT = 28080
 CONTROL_PORT = 28081

@@ -24,10 +24,11 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from cli.main import app as cli_app
 from control.artifacts import S3ArtifactStore
-from control.cli import app as cli_app
 from control.integrity import generate_keypair, load_private_key, write_signed_manifest
-from control.stack import Listen, LocalStack, admin_token
+from control.stack import Listen, LocalStack
+from settings.paths import admin_token
 from tests.integration.conftest import KEYS, make_paths, stream_chat
 from tests.s3server import LocalS3Server
 

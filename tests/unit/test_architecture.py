@@ -1,4 +1,4 @@
-"""The import contracts of DESIGN.md section 2, checked by import-linter on every test run."""
+"""The layering of docs/architecture.md (pyproject.toml's import-linter contracts), checked on every test run."""
 
 import subprocess
 import sys

@@ -4,10 +4,11 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from control.config import ModelSpec, StackConfig, WorkloadKind
-from control.paths import StackPaths
-from control.repository import RenderError, engine_reuses_prefixes, render_config, render_configs, render_repository
+from control.repository import RenderError, render_config, render_configs, render_repository
 from control.stack import load_config
+from settings.engine import engine_reuses_prefixes
+from settings.paths import StackPaths
+from settings.stack import ModelSpec, StackConfig, WorkloadKind
 
 
 @pytest.fixture(scope="module")

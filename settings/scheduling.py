@@ -7,10 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
+from pydantic import Field, StrictBool, ValidationError
 
-from control.config import ConfigError, ModelSpec, StackConfig, WorkloadKind, read_yaml
-from control.repository import RenderError, engine_reuses_prefixes
 from scheduling.admission import AdmissionConfig
 from scheduling.capacity import CapacityProfile
 from scheduling.requests import RequestKind
@@ -18,15 +16,14 @@ from scheduling.scheduler import Policy, SchedulerConfig
 from scheduling.slo import Slo
 from scheduling.tenants import Tier
 from scheduling.workers import ModelLimits
+from settings.base import ConfigError, StrictModel, read_yaml
+from settings.engine import engine_reuses_prefixes
+from settings.stack import ModelSpec, StackConfig, WorkloadKind
 
 Positive = Annotated[float, Field(gt=0)]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class _SloEntry(_Strict):
+class _SloEntry(StrictModel):
     """Per tier: time to first token (or to the result), time per output token, queue deadline."""
 
     ttft_s: Positive
@@ -34,7 +31,7 @@ class _SloEntry(_Strict):
     deadline_s: Positive
 
 
-class _Profile(_Strict):
+class _Profile(StrictModel):
     memory_gib: Positive
     max_batch_tokens: Annotated[int, Field(gt=0)]
     max_context_tokens: Annotated[int, Field(gt=0)]
@@ -48,7 +45,7 @@ class _Profile(_Strict):
     quantizations: tuple[str, ...] = ()
 
 
-class SchedulingFile(_Strict):
+class SchedulingFile(StrictModel):
     policy: Policy = Policy.FAIR
     max_queued: Annotated[int, Field(ge=1, le=1_000_000)] = 4096
     rows_per_instance: Annotated[int, Field(ge=1, le=64)] = 2
@@ -77,13 +74,10 @@ class SchedulingSettings:
 
 def _reuses_prefixes(model: ModelSpec, stack: StackConfig) -> bool:
     """Whether ``model`` is an LLM whose engine reuses cached prompt prefixes on every pool that
-    serves it (``repository.engine_reuses_prefixes``)."""
+    serves it (``settings.engine.engine_reuses_prefixes``; ConfigError on a bad engine parameter)."""
     if model.kind is not WorkloadKind.LLM:
         return False
-    try:
-        return all(engine_reuses_prefixes(model, pool.gpu_type) for pool in stack.pools if model.name in pool.models)
-    except RenderError as exc:
-        raise ConfigError(str(exc)) from exc
+    return all(engine_reuses_prefixes(model, pool.gpu_type) for pool in stack.pools if model.name in pool.models)
 
 
 def _limits(stack: StackConfig, parsed: SchedulingFile) -> dict[str, ModelLimits]:
@@ -103,8 +97,9 @@ def _limits(stack: StackConfig, parsed: SchedulingFile) -> dict[str, ModelLimits
 def load_scheduling(path: Path, stack: StackConfig, policy: Policy | None = None) -> SchedulingSettings:
     """Read and validate ``scheduling.yaml`` against the stack (every tier has an SLO, every pool's
     profile exists); ``policy`` (a CLI flag) overrides the file's."""
+    raw = read_yaml(path)
     try:
-        parsed = SchedulingFile.model_validate(read_yaml(path))
+        parsed = SchedulingFile.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
     missing = [t.value for t in Tier if t not in parsed.slo]

@@ -1,4 +1,4 @@
-"""Rich renderings of the control admin API's JSON for the operator CLI (``control.cli_ops``).
+"""Rich renderings of the control admin API's JSON for the operator CLI (``cli.ops``).
 
 Each ``*_renderables`` function turns one response into tables and lines and never fails on a
 ``null`` or a missing field: what the API leaves out is shown as ``—``.

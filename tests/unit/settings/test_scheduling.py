@@ -3,12 +3,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from control.config import ConfigError, StackConfig
-from control.paths import StackPaths
-from control.scheduling_config import load_scheduling
 from control.stack import load_config
 from scheduling.scheduler import Policy
 from scheduling.tenants import Tier
+from settings.paths import StackPaths
+from settings.scheduling import load_scheduling
+from settings.stack import ConfigError, StackConfig
 
 SHIPPED = StackPaths()
 

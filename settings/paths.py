@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,3 +46,13 @@ class StackPaths:
     @property
     def admin_token_file(self) -> Path:
         return self.state_dir / "admin.token"
+
+
+def admin_token(paths: StackPaths) -> str:
+    """The local admin token, created (mode 0600) on first use."""
+    path = paths.admin_token_file
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch(mode=0o600)
+        path.write_text(secrets.token_urlsafe(32))
+    return path.read_text().strip()

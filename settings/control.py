@@ -10,21 +10,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field, ValidationError
+
+from settings.base import ConfigError, StrictModel, read_yaml
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class RolloutSettings(_Strict):
+class RolloutSettings(StrictModel):
     ready_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 300.0
     routing_applied_timeout_s: Annotated[float, Field(gt=0, le=60)] = 5.0
     drain_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 300.0
 
 
-class CanarySettings(_Strict):
+class CanarySettings(StrictModel):
     """When the canary analysis rolls a candidate back (see ``control/canary_analysis.py``)."""
 
     interval_s: Annotated[float, Field(gt=0, le=600)] = 5.0
@@ -38,7 +35,7 @@ class CanarySettings(_Strict):
                 "max_latency_ratio": self.max_latency_ratio, "window_s": self.window_s}
 
 
-class ControlSettings(_Strict):
+class ControlSettings(StrictModel):
     registry_url: str = "sqlite:///registry.db"
     artifact_store: str = "store"
     verified_dir: Path = Path("verified")
@@ -66,5 +63,9 @@ class ControlSettings(_Strict):
 
 def load_control_settings(path: Path, state_dir: Path) -> ControlSettings:
     """Settings from ``path`` (defaults if it does not exist), paths resolved under ``state_dir``."""
-    raw = yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else None
-    return ControlSettings.model_validate(raw or {}).resolved(state_dir.resolve())
+    raw = read_yaml(path) if path.exists() else None
+    try:
+        settings = ControlSettings.model_validate(raw or {})
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    return settings.resolved(state_dir.resolve())

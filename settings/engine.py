@@ -1,8 +1,11 @@
-"""Typed settings of the batching engine, read once from the model's string parameters.
+"""Engine parameters of LLM models, read once from the model's string ``parameters``.
 
-``EngineConfig.from_parameters(params)`` validates the ``parameters`` of the chat model's
-``config.pbtxt`` (rendered from ``config/models.yaml``) and fails the model load on bad values.
-``kv_cache_tokens`` absent means ``default_kv_cache_tokens(context_tokens)``.
+Two engines serve LLMs: the CPU batching engine (``python_backends/chat``) and TensorRT-LLM on
+GPU pools. ``EngineConfig.from_parameters(params)`` validates the CPU engine's parameters (the
+engine calls it at model load, so bad values fail the load; control and the gateway call it via
+``cpu_engine_config`` when they read ``models.yaml``); ``trtllm_settings`` does the same for
+TensorRT-LLM's. ``engine_reuses_prefixes`` tells the scheduler whether the engine on a pool reuses
+cached prompt prefixes. ``kv_cache_tokens`` absent means ``default_kv_cache_tokens(context_tokens)``.
 
 Why ``max_batch_tokens`` defaults to 63: llama.cpp's CPU kernels switch to another matrix
 multiplication path when one ``llama_decode`` call holds 64 tokens or more, and that path rounds
@@ -18,6 +21,9 @@ each of the ``max_running`` sequence slots (see ``llama_runtime`` for why).
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from settings.base import ConfigError
+from settings.stack import ModelSpec, WorkloadKind
 
 
 def default_kv_cache_tokens(context_tokens: int) -> int:
@@ -95,3 +101,59 @@ class EngineConfig:
             stream_interval_tokens=number("stream_interval_tokens", 1),
             max_waiting=number("max_waiting_sequences", 64),
         )
+
+
+TRTLLM_SCHEDULER_POLICIES = ("guaranteed_no_evict", "max_utilization")
+
+
+def uses_trtllm(model: ModelSpec, gpu_type: str) -> bool:
+    """Whether ``model`` runs on TensorRT-LLM on a pool of ``gpu_type`` (an LLM on a GPU pool)."""
+    return model.kind is WorkloadKind.LLM and gpu_type != "cpu"
+
+
+def cpu_engine_config(model: ModelSpec) -> EngineConfig:
+    """The CPU chat engine's settings for LLM ``model``, as the engine reads its parameters;
+    ConfigError naming a bad one."""
+    parameters = {"context_tokens": str(model.context_tokens), **model.parameters}
+    try:
+        return EngineConfig.from_parameters(parameters)
+    except ValueError as exc:
+        raise ConfigError(f"model {model.name}: {exc}") from exc
+
+
+def trtllm_settings(model: ModelSpec) -> dict[str, str]:
+    """TensorRT-LLM settings from the model's parameters, with defaults; ConfigError on a bad
+    policy or fraction. ``max_tokens_in_paged_kv_cache`` is the CPU pool's ``kv_cache_tokens``."""
+    params = model.parameters
+    settings = {
+        "engine_dir": params.get("trtllm_engine_dir", f"/models/{model.name}/trtllm_engine"),
+        "tokenizer_dir": params.get("trtllm_tokenizer_dir", f"/models/{model.name}/tokenizer"),
+        "batch_scheduler_policy": params.get("trtllm_batch_scheduler_policy", "max_utilization"),
+        "kv_cache_free_gpu_mem_fraction": params.get("trtllm_kv_cache_free_gpu_mem_fraction", "0.9"),
+        "max_tokens_in_paged_kv_cache": params.get("kv_cache_tokens", str(2 * model.context_tokens)),
+        "enable_chunked_context": params.get("trtllm_enable_chunked_context", "true"),
+        "enable_kv_cache_reuse": params.get("trtllm_enable_kv_cache_reuse", "false"),
+        "max_num_sequences": params.get("trtllm_max_num_sequences", "64"),
+    }
+    if settings["enable_kv_cache_reuse"] not in ("true", "false"):
+        raise ConfigError(f"model {model.name}: trtllm_enable_kv_cache_reuse must be true or false "
+                          "(true needs an engine built with paged context FMHA)")
+    if settings["batch_scheduler_policy"] not in TRTLLM_SCHEDULER_POLICIES:
+        raise ConfigError(f"model {model.name}: trtllm_batch_scheduler_policy must be one of "
+                          f"{TRTLLM_SCHEDULER_POLICIES}")
+    try:
+        fraction = float(settings["kv_cache_free_gpu_mem_fraction"])
+    except ValueError:
+        fraction = -1.0
+    if not 0.0 < fraction < 1.0:
+        raise ConfigError(f"model {model.name}: trtllm_kv_cache_free_gpu_mem_fraction must be in (0, 1)")
+    return settings
+
+
+def engine_reuses_prefixes(model: ModelSpec, gpu_type: str) -> bool:
+    """Whether the engine that serves LLM ``model`` on ``gpu_type`` reuses cached prompt prefixes:
+    TensorRT-LLM's ``enable_kv_cache_reuse``, or the CPU engine's ``prefix_cache``. ConfigError on
+    a bad setting."""
+    if uses_trtllm(model, gpu_type):
+        return trtllm_settings(model)["enable_kv_cache_reuse"] == "true"
+    return cpu_engine_config(model).prefix_cache

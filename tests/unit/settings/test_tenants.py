@@ -2,10 +2,10 @@ from pathlib import Path
 
 import pytest
 
-from control.config import ConfigError
-from control.paths import StackPaths
-from control.tenants import hash_api_key, load_tenants
 from scheduling.tenants import Tier
+from settings.paths import StackPaths
+from settings.stack import ConfigError
+from settings.tenants import hash_api_key, load_tenants
 
 
 def test_demo_keys_authenticate_to_one_tenant_per_tier() -> None:

@@ -1,7 +1,9 @@
-"""``shunter sim``: the trace-driven simulator's commands (registered by ``control.cli``).
+"""``shunter sim``: the trace-driven simulator's commands (registered by ``cli.main``).
 
 Each command writes JSON, Markdown and PNG files under ``--out`` and prints its headline figures;
-``shunter sim all`` runs every experiment of ``docs/simulation.md``.
+``shunter sim all`` runs every experiment of ``docs/simulation.md``. The simulator's experiments
+(``simulator.suite``, with numpy, scipy and matplotlib behind it) are imported when a command runs,
+so other ``shunter`` commands do not load them.
 """
 
 from __future__ import annotations
@@ -10,21 +12,22 @@ import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from simulator import suite
-from simulator.report import to_data
 from simulator.workloads import DEFAULT_TRACES_DIR
+
+if TYPE_CHECKING:
+    from types import ModuleType
 
 sim_app = typer.Typer(help="Trace-driven simulator of GPU pools driving the scheduling core.", no_args_is_help=True)
 console = Console()
 
 Out = Annotated[Path, typer.Option(help="folder for the JSON, Markdown and PNG results")]
-Traces = Annotated[Path, typer.Option(help="folder with the traces (../shared/traces)")]
+Traces = Annotated[Path, typer.Option(help="folder with the traces (default: the repository's data/traces)")]
 Seed = Annotated[int, typer.Option(help="seed of every random draw")]
 Pool = Annotated[str, typer.Option(help="GPU mix, e.g. h100:16 or a10:8,a100-80:2")]
 DEFAULT_OUT = Path("var/sim")
@@ -47,7 +50,15 @@ def _progress(total: int, title: str) -> Iterator[Callable[[str], None]]:
         progress.update(task, completed=total, description=f"{title}: done")
 
 
+def _suite() -> ModuleType:
+    from simulator import suite
+
+    return suite
+
+
 def _show(name: str, headline: dict[str, Any]) -> None:
+    from simulator.report import to_data
+
     console.print(f"[bold]{name}[/bold]")
     console.print_json(json.dumps(to_data(headline), sort_keys=True))
 
@@ -56,6 +67,7 @@ def _show(name: str, headline: dict[str, Any]) -> None:
 def overload(out: Out = DEFAULT_OUT, pool: Pool = "h100:16", load: float = 1.5, trace: str = "conv",
              traces_dir: Traces = DEFAULT_TRACES_DIR, seed: Seed = 0) -> None:
     """Every policy on the whole trace at LOAD x the pool's capacity (proof target 1)."""
+    suite = _suite()
     with _progress(1 + len(suite.ALL_POLICIES), "overload") as on_run:
         headline = suite.overload(out, pool, load, trace, traces_dir, seed=seed, on_run=on_run)
     _show("overload", {k: v for k, v in headline.items()})
@@ -66,6 +78,7 @@ def sweep_command(out: Out = DEFAULT_OUT, pool: Pool = "h100:16", loads: str = "
                   window_s: Annotated[float | None, typer.Option(help="first seconds of the trace only")] = None,
                   traces_dir: Traces = DEFAULT_TRACES_DIR, seed: Seed = 0) -> None:
     """Attainment versus load per policy, and each policy's DistServe goodput."""
+    suite = _suite()
     values = [float(x) for x in loads.split(",")]
     with _progress(1 + len(values) * len(suite.SWEEP_POLICIES), "sweep") as on_run:
         headline = suite.load_sweep(out, pool, values, window_s=window_s, traces_dir=traces_dir, seed=seed,
@@ -77,6 +90,7 @@ def sweep_command(out: Out = DEFAULT_OUT, pool: Pool = "h100:16", loads: str = "
 def noisy(out: Out = DEFAULT_OUT, pool: Pool = "a100-80:2", window_s: float = 1200.0, burst: float = 10.0,
           traces_dir: Traces = DEFAULT_TRACES_DIR, seed: Seed = 0) -> None:
     """One tenant bursts to BURST x its quota: the quiet tenants' p99 TTFT (proof target 2)."""
+    suite = _suite()
     with _progress(3, "noisy tenant") as on_run:
         headline = suite.noisy(out, pool, window_s, burst, traces_dir, seed=seed, on_run=on_run)
     _show("noisy", {"pool": headline["pool"], "ratio": headline["ratio"]})
@@ -87,6 +101,7 @@ def plan(out: Out = DEFAULT_OUT, window_s: float = 600.0, scale: float = 4.0, tr
          policy: str = "shunter", max_evaluations: int = 40, traces_dir: Traces = DEFAULT_TRACES_DIR,
          seed: Seed = 0) -> None:
     """Cheapest A10 / A100 / H100 / H200 mix that meets the SLO targets (proof target 3)."""
+    suite = _suite()
     with _progress(max_evaluations, "pool planning") as on_run:
         headline = suite.plan(out, window_s, scale, trace, policy, max_evaluations, traces_dir, seed, on_run)
     _show("plan", {k: headline[k] for k in ("offered_rps", "best_single", "best_mix", "savings")})
@@ -95,6 +110,7 @@ def plan(out: Out = DEFAULT_OUT, window_s: float = 600.0, scale: float = 4.0, tr
 @sim_app.command()
 def fidelity(out: Out = DEFAULT_OUT) -> None:
     """The LLM worker model against the published points it was calibrated on (proof target 4)."""
+    suite = _suite()
     _show("fidelity", suite.fidelity(out))
 
 
@@ -102,6 +118,7 @@ def fidelity(out: Out = DEFAULT_OUT) -> None:
 def speed(out: Out = DEFAULT_OUT, pool: Pool = "h100:16", policy: str = "shunter",
           traces_dir: Traces = DEFAULT_TRACES_DIR) -> None:
     """CPU time to simulate one hour of the conversation trace (proof target 5)."""
+    suite = _suite()
     with _progress(1, "speed") as on_run:
         headline = suite.speed(out, pool, policy, traces_dir, on_run)
     _show("speed", headline)

@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from control.config import ConfigError, StackConfig, WorkloadKind, load_stack_config
-from control.paths import StackPaths
+from settings.paths import StackPaths
+from settings.stack import ConfigError, StackConfig, WorkloadKind, load_stack_config
 
 
 def test_shipped_configuration_serves_the_five_workloads() -> None:

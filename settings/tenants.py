@@ -12,11 +12,10 @@ import hmac
 from pathlib import Path
 from typing import Annotated
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from control.config import ConfigError
 from scheduling.tenants import Quotas, Tenant, Tier
+from settings.base import ConfigError, StrictModel, read_yaml
 
 
 def hash_api_key(api_key: str) -> str:
@@ -24,15 +23,13 @@ def hash_api_key(api_key: str) -> str:
     return hashlib.sha256(api_key.encode("utf-8")).hexdigest()
 
 
-class _QuotasEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _QuotasEntry(StrictModel):
     tokens_per_minute: Annotated[int, Field(gt=0)] | None = None
     requests_per_second: Annotated[float, Field(gt=0)] | None = None
     max_concurrent: Annotated[int, Field(gt=0)] | None = None
 
 
-class _TenantEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _TenantEntry(StrictModel):
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
     tier: Tier
     weight: Annotated[float, Field(gt=0)] = 1.0
@@ -50,8 +47,7 @@ class _TenantEntry(BaseModel):
         )
 
 
-class _TenantsFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _TenantsFile(StrictModel):
     tenants: tuple[_TenantEntry, ...]
 
 
@@ -74,9 +70,10 @@ class TenantDirectory:
 
 def load_tenants(path: Path) -> TenantDirectory:
     """Read and validate the tenants file; raise ConfigError naming the file."""
+    raw = read_yaml(path)
     try:
-        parsed = _TenantsFile.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
-    except (OSError, yaml.YAMLError, ValueError) as exc:
+        parsed = _TenantsFile.model_validate(raw)
+    except ValueError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
     by_hash: dict[str, Tenant] = {}
     for entry in parsed.tenants:

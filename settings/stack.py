@@ -17,8 +17,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from settings.base import ConfigError, StrictModel, read_yaml
 
 
 class WorkloadKind(StrEnum):
@@ -31,11 +32,7 @@ class WorkloadKind(StrEnum):
     TABULAR = "tabular"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class QueuePolicy(_Strict):
+class QueuePolicy(StrictModel):
     """Triton's per-model queue policy: a shallow bound so the gateway holds the backlog."""
 
     max_queue_size: Annotated[int, Field(ge=0)] = 64
@@ -43,7 +40,7 @@ class QueuePolicy(_Strict):
     reject_on_timeout: bool = True
 
 
-class Batching(_Strict):
+class Batching(StrictModel):
     """Per-model batching settings rendered into ``config.pbtxt``."""
 
     max_batch_size: Annotated[int, Field(ge=0, le=4096)] = 0
@@ -63,7 +60,7 @@ class Batching(_Strict):
         return self
 
 
-class ModelSpec(_Strict):
+class ModelSpec(StrictModel):
     """One served model: its kind, the version served, batching and engine parameters."""
 
     name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,62}$")]
@@ -85,7 +82,7 @@ class ModelSpec(_Strict):
         return self
 
 
-class PoolSpec(_Strict):
+class PoolSpec(StrictModel):
     """A group of identical Triton workers: one GPU type, one region."""
 
     name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,62}$")]
@@ -108,7 +105,7 @@ class PoolSpec(_Strict):
         return first, first + 1, first + 2
 
 
-class TritonSettings(_Strict):
+class TritonSettings(StrictModel):
     """How workers are launched; ``binary`` empty means the pytriton wheel's tritonserver."""
 
     binary: str = ""
@@ -118,7 +115,7 @@ class TritonSettings(_Strict):
     extra_args: tuple[str, ...] = ()
 
 
-class PoolsFile(_Strict):
+class PoolsFile(StrictModel):
     triton: TritonSettings = TritonSettings()
     pools: tuple[PoolSpec, ...]
 
@@ -138,14 +135,14 @@ class PoolsFile(_Strict):
         return pools
 
 
-class ModelsFile(_Strict):
+class ModelsFile(StrictModel):
     models: tuple[ModelSpec, ...]
 
     def by_name(self) -> dict[str, ModelSpec]:
         return {m.name: m for m in self.models}
 
 
-class StackConfig(_Strict):
+class StackConfig(StrictModel):
     """Pools and models together, checked against each other."""
 
     triton: TritonSettings
@@ -165,27 +162,15 @@ class StackConfig(_Strict):
         return next((m for m in self.models if m.name == name), None)
 
 
-class ConfigError(ValueError):
-    """A configuration file is missing, unreadable or invalid; the message names the file."""
-
-
-def read_yaml(path: Path) -> object:
-    try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-
-
 def load_stack_config(pools_path: Path, models_path: Path) -> StackConfig:
     """Read and validate ``pools.yaml`` and ``models.yaml``; raise ConfigError naming the file."""
+    raw_pools, raw_models = read_yaml(pools_path), read_yaml(models_path)
     try:
-        pools = PoolsFile.model_validate(read_yaml(pools_path))
+        pools = PoolsFile.model_validate(raw_pools)
     except ValueError as exc:
         raise ConfigError(f"{pools_path}: {exc}") from exc
     try:
-        models = ModelsFile.model_validate(read_yaml(models_path))
+        models = ModelsFile.model_validate(raw_models)
     except ValueError as exc:
         raise ConfigError(f"{models_path}: {exc}") from exc
     try:

@@ -1,4 +1,4 @@
-"""The operator CLI (control/cli_ops.py), its tables and its HTTP client, against a real tiny API.
+"""The operator CLI (cli/ops.py), its tables and its HTTP client, against a real tiny API.
 
 The admin API here is a small FastAPI app served by uvicorn on 127.0.0.1 in a thread: it records
 what it was sent and answers the documented shapes, including the ``{"error": {...}}`` body.
@@ -22,10 +22,10 @@ from fastapi.responses import JSONResponse
 from rich.console import Console
 from typer.testing import CliRunner
 
-from control.admin_client import AdminApiError, AdminClient
-from control.cli import app
-from control.cli_ops import parse_variants
-from control.cli_tables import audit_table, models_table, status_renderables, version_table
+from cli.admin_client import AdminApiError, AdminClient
+from cli.main import app
+from cli.ops import parse_variants
+from cli.tables import audit_table, models_table, status_renderables, version_table
 
 try:
     from control.integrity import load_trusted_keys

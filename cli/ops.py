@@ -1,8 +1,8 @@
-"""Operator commands of the control plane (registered by ``control.cli``).
+"""Operator commands of the control plane (registered by ``cli.main``).
 
 ``shunter models push|list``, ``shunter rollout start|promote|pause|resume|rollback|status``,
 ``shunter ab start|status``, ``shunter keys generate`` and ``shunter audit``. Every command but
-``keys generate`` talks to the control admin API through ``control.admin_client.AdminClient``,
+``keys generate`` talks to the control admin API through ``cli.admin_client.AdminClient``,
 as ``--actor`` (default ``$USER@hostname``). Expected failures (integrity, artifact store,
 configuration, the API) are printed in red with their code and exit with status 1, never a
 traceback; malformed arguments are usage errors (status 2).
@@ -25,14 +25,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
-from control.admin_client import DEFAULT_CONTROL_URL, ROLLOUT_ACTIONS, AdminApiError, AdminClient
+from cli.admin_client import DEFAULT_CONTROL_URL, ROLLOUT_ACTIONS, AdminApiError, AdminClient
+from cli.tables import audit_table, models_table, status_renderables, version_table
 from control.artifacts import ArtifactExistsError, ArtifactStore, ArtifactStoreError, open_store
-from control.cli_tables import audit_table, models_table, status_renderables, version_table
-from control.config import ConfigError, StackConfig, WorkloadKind, load_stack_config
-from control.control_config import load_control_settings
 from control.integrity import IntegrityError, generate_keypair, load_private_key, write_signed_manifest
-from control.paths import StackPaths
-from control.stack import admin_token
+from settings.control import load_control_settings
+from settings.paths import StackPaths, admin_token
+from settings.stack import ConfigError, StackConfig, WorkloadKind, load_stack_config
 
 models_app = typer.Typer(help="Model versions in the registry: push signed artifacts, list them.",
                          no_args_is_help=True)

@@ -1,4 +1,9 @@
-"""The ``shunter`` command: run the local stack and inspect it.
+"""The ``shunter`` command: run the local stack, inspect it, operate the control plane, simulate.
+
+This package sits on top of the others: it may import ``control`` and ``simulator``, which the
+deployables never import from each other. Commands that run processes (``up``,
+``build-artifacts``) import the control plane's process code only when they run, so an operator
+command (``status``, ``models``, ``rollout``, ``hash-key``) loads the HTTP client and settings only.
 
 ``shunter up`` starts everything in the foreground until Ctrl-C / SIGTERM; ``shunter status``
 shows workers, models and readiness from the control API; ``shunter render`` and
@@ -19,12 +24,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from control.cli_ops import ab_app, audit, keys_app, models_app, rollout_app
-from control.paths import StackPaths
-from control.stack import Listen, LocalStack, admin_token, prepare
-from control.tenants import hash_api_key
+from cli.ops import ab_app, audit, keys_app, models_app, rollout_app
+from cli.sim import sim_app
 from scheduling.scheduler import Policy
-from simulator.cli import sim_app
+from settings.paths import StackPaths, admin_token
+from settings.tenants import hash_api_key
 
 app = typer.Typer(help="Shunter: GPU inference serving — local stack and operator commands.",
                   no_args_is_help=True)
@@ -48,6 +52,8 @@ def _paths(config_dir: Path, state_dir: Path) -> StackPaths:
 def build_artifacts_command(config_dir: ConfigDir = StackPaths.config_dir,
                             state_dir: StateDir = StackPaths.state_dir) -> None:
     """Build missing model artifacts and render the Triton model repository."""
+    from control.stack import prepare
+
     paths = _paths(config_dir, state_dir)
     prepare(paths, log=console.print)
     console.print(f"artifacts in {paths.artifacts}, repository in {paths.repository}")
@@ -64,6 +70,8 @@ def up(
                                                        "(fifo is the baseline)")] = None,
 ) -> None:
     """Start Triton workers, the control service and the gateway; stop on Ctrl-C."""
+    from control.stack import Listen, LocalStack
+
     paths = _paths(config_dir, state_dir)
     listen = Listen(gateway_host=host, gateway_port=port, control_port=control_port, policy=policy)
     stack = LocalStack(paths, listen)

@@ -1,0 +1,1 @@
+"""The ``shunter`` command (``cli.main:app``): the local stack, operator commands, the simulator."""
