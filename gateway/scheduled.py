@@ -15,7 +15,7 @@ from gateway.dispatcher import Ticket
 from gateway.errors import InvalidRequestError
 from gateway.routing import version_for
 from gateway.state import GatewayState
-from scheduling.prefix_reuse import PromptPrefixes
+from scheduling.prediction.prefix_reuse import PromptPrefixes
 from scheduling.requests import Request, RequestKind
 from scheduling.tenants import Tenant
 from settings.stack import ModelSpec, WorkloadKind

@@ -2,9 +2,10 @@
 values behind it.
 
 Checks, in order: the tenant's max concurrent requests, its requests-per-second and
-tokens-per-minute buckets (both taken together or neither), the predicted queue wait against the
-request's deadline and its time-to-first-token objective (``predicted_slo_miss``: a request that
-would start too late to meet its SLO is refused now rather than failed later), and overload
+tokens-per-minute buckets (both taken together or neither), the predicted queue wait (the
+``WaitEstimate`` the scheduler's ``Predictor`` gives) against the request's deadline and its
+time-to-first-token objective (``predicted_slo_miss``: a request that would start too late to
+meet its SLO is refused now rather than failed later), and overload
 shedding in tier order: each tier has a largest predicted wait it accepts (batch the smallest,
 premium none), and since a lower tier's wait includes every higher band's backlog, batch is shed
 first, then standard, then premium.
@@ -17,31 +18,11 @@ from dataclasses import dataclass, field
 
 from scheduling.buckets import TokenBucket
 from scheduling.outcomes import Rejected, RejectReason
+from scheduling.prediction.start_wait import WaitEstimate
 from scheduling.requests import Request
 from scheduling.tenants import Tenant, Tier
 
 CONCURRENCY_RETRY_S = 1.0
-
-
-@dataclass(frozen=True)
-class WaitEstimate:
-    """The scheduler's estimate for one request: backlog ahead of it, the speed that drains it, and
-    the least time the request itself takes to its first output once started (``service_s``).
-
-    For an LLM the backlog is the prompt tokens to prefill before its own, at prefill speed, and
-    ``capacity_wait_s`` the time until there is room for it in the engines' budget
-    (``scheduling.start_wait``); the predicted wait is the longer of the two.
-    """
-
-    tokens_ahead: float
-    service_tokens_per_s: float
-    service_s: float = 0.0
-    capacity_wait_s: float = 0.0
-
-    @property
-    def predicted_wait_s(self) -> float:
-        line_s = self.tokens_ahead / self.service_tokens_per_s if self.service_tokens_per_s > 0 else float("inf")
-        return max(line_s, self.capacity_wait_s)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from scheduling.prefix_reuse import PromptPrefixes
+from scheduling.prediction.prefix_reuse import PromptPrefixes
 from scheduling.tenants import Tenant, Tier
 
 
@@ -27,7 +27,7 @@ class Request:
 
     ``deadline_s`` is the absolute time by which it must be dispatched (after it the request
     expires); ``ttft_slo_s`` the time-to-first-token objective it is placed against. ``prefixes``:
-    an LLM prompt's block hashes, for engines that reuse cached prefixes (``prefix_reuse``).
+    an LLM prompt's block hashes, for engines that reuse cached prefixes (``prediction.prefix_reuse``).
     """
 
     request_id: str

@@ -8,6 +8,10 @@ asyncio loop, the simulator's event heap).
     complete(id, now, generated_tokens) / cancel(id, now)
     next_deadline_s()    -> when the driver must call schedule() again at the latest
 
+Predictions (a request's wait, its first output on a worker, its prompt's cost) are the
+``Predictor``'s (``scheduling.prediction``): the scheduler asks it, and tells it what was queued,
+dispatched, and what came back; its placement asks the same one.
+
 Two policies share this code: ``fair`` (quotas, tier bands, VTC, EDF, predicted-wait admission,
 tier shedding, per-tier shares of each worker's budget, cost-aware placement) and ``fifo``
 (arrival order, no quotas, no admission estimate, least-loaded worker; the baseline). Both expire
@@ -25,11 +29,12 @@ from __future__ import annotations
 
 import heapq
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from scheduling.admission import AdmissionConfig, AdmissionControl, WaitEstimate
+from scheduling.admission import AdmissionConfig, AdmissionControl
+from scheduling.endpoint import Endpoint
 from scheduling.fair_queue import TIERS_IN_ORDER, FairQueue, lane_of
 from scheduling.fifo_queue import FifoQueue
 from scheduling.outcomes import (
@@ -42,27 +47,14 @@ from scheduling.outcomes import (
     RejectReason,
     SchedulePlan,
 )
-from scheduling.placement import Endpoint, Placement, fair_placement, least_loaded_placement
-from scheduling.placement.latency import (
-    least_uncached_prompt_tokens,
-    predicted_latency_s,
-    prefill_work_and_time,
-)
-from scheduling.prefill_cost import PrefillCoefficients
-from scheduling.queued_work import NO_WORK, QueuedWork, Work
+from scheduling.placement import Placement, PlacementFactory, fair_placement, least_loaded_placement
+from scheduling.prediction.predictor import Predictor
+from scheduling.prediction.prefill_cost import PrefillCoefficients
+from scheduling.prediction.start_wait import WaitEstimate
 from scheduling.requests import Request, RequestKind
-from scheduling.start_wait import llm_wait_estimate
-from scheduling.workers import (
-    ModelLimits,
-    ServiceRate,
-    WorkerLoad,
-    WorkerView,
-    held_output_share,
-    kv_claim_tokens,
-)
+from scheduling.workers import ModelLimits, ServiceRate, WorkerLoad, WorkerView, kv_claim_tokens
 
 NO_WORKER_RETRY_S = 5.0
-OUTPUT_RATIO_SMOOTHING = 0.2
 
 
 class Policy(StrEnum):
@@ -92,9 +84,10 @@ class InFlight:
 
 class Scheduler:
     def __init__(self, config: SchedulerConfig, limits: Mapping[str, ModelLimits], rng: random.Random,
-                 queue: FairQueue | FifoQueue | None = None, placement: Placement | None = None) -> None:
-        """``queue`` and ``placement`` replace the policy's own (the simulator's baselines plug in
-        ``TierPriorityQueue`` and ``RoundRobinPlacement``); by default ``config.policy`` picks both."""
+                 queue: FairQueue | FifoQueue | None = None, placement: PlacementFactory | None = None) -> None:
+        """``queue`` and ``placement`` (built with ``rng`` and the scheduler's predictor) replace the
+        policy's own (the simulator's baselines plug in ``TierPriorityQueue`` and
+        ``RoundRobinPlacement``); by default ``config.policy`` picks both."""
         self.config = config
         fair = config.policy is Policy.FAIR
         self.limits = dict(limits) if fair else {
@@ -104,14 +97,13 @@ class Scheduler:
         admission = config.admission if fair else AdmissionConfig(
             shed_wait_s={}, enforce_quotas=False, reject_predicted_misses=False)
         self.admission = AdmissionControl(admission)
-        default_placement = fair_placement(rng) if fair else least_loaded_placement(rng)
-        self.placement: Placement = placement if placement is not None else default_placement
+        self.predictor = Predictor(fair=fair and queue is None)
+        default_placement: PlacementFactory = fair_placement if fair else least_loaded_placement
+        self.placement: Placement = (placement if placement is not None else default_placement)(rng, self.predictor)
         self.views: dict[str, WorkerView] = {}
         self.loads: dict[str, WorkerLoad] = {}
         self.in_flight: dict[str, InFlight] = {}
         self._rates: dict[tuple[str, str], ServiceRate] = {}
-        self.queued_work = QueuedWork(fair=fair and queue is None)
-        self._output_ratio: dict[str, float] = {}
         self._deadlines: list[tuple[float, str]] = []
         self._ttft_bound: dict[str, float] = {}  # request id -> time its first token is due (TTFT expiry)
         self._shed: list[Rejected] = []
@@ -139,35 +131,15 @@ class Scheduler:
 
     def endpoints(self, model: str, now: float = 0.0) -> list[Endpoint]:
         limits = self.limits.get(model, ModelLimits(model, RequestKind.BATCHED))
-        share = self.output_share(limits)
+        share = self.predictor.output_share(limits)
         return [Endpoint(view, self.loads[view.worker_id], limits, self.rate(view.worker_id, model).tokens_per_s,
                          now, share)
                 for view in self.views.values() if model in view.ready_models]
 
-    def output_share(self, limits: ModelLimits) -> float:
-        """Share of an LLM request's reserved output that its KV claim counts: all of it, or for an
-        engine that allocates KV on demand what a sequence holds on average given the observed
-        (smoothed) share of ``max_tokens`` generated (``workers.held_output_share``)."""
-        return held_output_share(self._output_ratio.get(limits.name, 1.0)) if limits.kv_on_demand else 1.0
-
     # -- admission -------------------------------------------------------------------------------
-    def _expected_units(self, request: Request) -> float:
-        ratio = self._output_ratio.get(request.model, 1.0)
-        units = request.prefill_tokens + request.max_output_tokens * ratio
-        return (units or request.rows) * request.cost_factor
-
     def estimate(self, request: Request, endpoints: Sequence[Endpoint]) -> WaitEstimate:
-        """The wait of ``request`` behind the work the queue serves first (``QueuedWork.ahead_of``):
-        for an LLM until it can start (``scheduling.start_wait``), for a batched model until the
-        work ahead is done, at the feasible workers' observed speed."""
-        return self._wait_behind(request, self.queued_work.ahead_of(request, self._expected_units(request)),
-                                 endpoints)
-
-    def _wait_behind(self, request: Request, ahead: Work, endpoints: Sequence[Endpoint]) -> WaitEstimate:
-        units = self._expected_units(request)
-        if request.kind is RequestKind.LLM and endpoints:
-            return llm_wait_estimate(request, ahead, units, endpoints)
-        return WaitEstimate(ahead.units, sum(e.tokens_per_s for e in endpoints))
+        """The wait of ``request`` behind the work the queue serves first (``Predictor.start_wait``)."""
+        return self.predictor.start_wait(request, endpoints)
 
     def submit(self, request: Request, now: float) -> Admission:
         """Admit ``request`` into the queue, or reject it with the reason and its signals."""
@@ -185,7 +157,7 @@ class Scheduler:
             self.admission.release(request, request.cost_tokens, now)
             return Rejected(request.request_id, RejectReason.QUEUE_FULL, estimate.predicted_wait_s,
                             {"queued": float(len(self.queue)), "max_queued": float(self.config.max_queued)})
-        self._enqueue(request, estimate.service_s, least_uncached_prompt_tokens(request, feasible))
+        self._enqueue(request, estimate.service_s, feasible)
         return Admitted(request.request_id, estimate.predicted_wait_s)
 
     def _make_room(self, request: Request, now: float) -> bool:
@@ -202,9 +174,9 @@ class Scheduler:
                                    {"queued": float(len(self.queue)), "shed_for_tier": float(rank(request.tier))}))
         return True
 
-    def _enqueue(self, request: Request, service_s: float, prompt_tokens: int) -> None:
+    def _enqueue(self, request: Request, service_s: float, feasible: Sequence[Endpoint]) -> None:
         self.queue.push(request)
-        self.queued_work.add(request, self._expected_units(request), prompt_tokens)
+        self.predictor.queued(request, feasible)
         expires_s = request.deadline_s
         slo_s = request.ttft_slo_s
         if self._expire_at_ttft and slo_s is not None and service_s <= slo_s:
@@ -217,7 +189,7 @@ class Scheduler:
         if request is None:
             return None
         self._ttft_bound.pop(request_id, None)
-        self.queued_work.remove(request_id)
+        self.predictor.dequeued(request_id)
         if release:
             self.admission.release(request, request.cost_tokens, now)
         return request
@@ -247,21 +219,17 @@ class Scheduler:
                 blocked.add(lane_of(request))
                 continue
             due_s = self._ttft_bound.get(request.request_id)
-            late_s = now + predicted_latency_s(request, endpoint) - due_s if due_s is not None else 0.0
+            late_s = now + self.predictor.first_output_s(request, endpoint) - due_s if due_s is not None else 0.0
             if late_s > 0:
                 self._dequeue(request.request_id, now)
                 self._late.append(Expired(request.request_id, late_s))
                 continue
             self._dequeue(request.request_id, now, release=False)
             self.queue.charge(request)
-            llm = request.kind is RequestKind.LLM
-            work_tokens, prefill_s = prefill_work_and_time(request, endpoint) if llm else (0.0, 0.0)
-            kv_tokens = kv_claim_tokens(request, endpoint.output_share) if llm else 0
-            load = self.loads[endpoint.worker_id]
-            load.add(request, now, prefill_s, kv_tokens, work_tokens)
-            if endpoint.limits.prefix_reuse:
-                slots = endpoint.view.profile.max_sequences
-                load.model(request.model).prefix_memory(request.model_version).remember(request.prefixes, slots)
+            prefill = self.predictor.prefill(request, endpoint)
+            kv_tokens = kv_claim_tokens(request, endpoint.output_share) if request.kind is RequestKind.LLM else 0
+            self.loads[endpoint.worker_id].add(request, now, prefill.seconds, kv_tokens, prefill.work_tokens)
+            self.predictor.dispatched(request, endpoint)
             self.in_flight[request.request_id] = InFlight(request, endpoint.worker_id, endpoint.view.pool, now,
                                                           kv_tokens)
             return Dispatch(request.request_id, endpoint.worker_id, endpoint.view.pool, now - request.arrival_s)
@@ -294,25 +262,22 @@ class Scheduler:
         done_units = (request.prefill_tokens + generated_tokens or request.rows) * request.cost_factor
         if (flight.worker_id, request.model) in self._rates or flight.worker_id in self.views:
             self.rate(flight.worker_id, request.model).record(done_units, busy_s)
-        if request.max_output_tokens:
-            ratio = min(1.0, generated_tokens / request.max_output_tokens)
-            old = self._output_ratio.get(request.model, 1.0)
-            self._output_ratio[request.model] = old + OUTPUT_RATIO_SMOOTHING * (ratio - old)
+        self.predictor.completed(request, generated_tokens)
         self.queue.refund(request, generated_tokens)
         unused = max(0, request.max_output_tokens - generated_tokens) * request.cost_factor
         self.admission.release(request, unused, now)
         return flight
 
     def first_token(self, request_id: str, now: float) -> None:
-        """A dispatched LLM request produced its first token: correct the worker's predicted prefill
-        line by how late (or early) it came (``prefill_line.PrefillLine``), and learn what its
-        prompt cost the engine (``prefill_cost.PrefillCost``). A driver that serves LLMs must call
-        it: until a prompt's first token is seen, the line counts it as still waiting, and late
-        once its predicted first token has passed."""
+        """A dispatched LLM request produced its first token: the predictor corrects the worker's
+        predicted prefill line by how late (or early) it came, and learns what its prompt cost the
+        engine (``Predictor.first_token``). A driver that serves LLMs must call it: until a
+        prompt's first token is seen, the line counts it as still waiting, and late once its
+        predicted first token has passed."""
         flight = self.in_flight.get(request_id)
         if flight is None or flight.worker_id not in self.loads:
             return
-        self.loads[flight.worker_id].model(flight.request.model).first_token(request_id, now)
+        self.predictor.first_token(self.loads[flight.worker_id].model(flight.request.model), request_id, now)
 
     def cancel(self, request_id: str, now: float, generated_tokens: int = 0) -> bool:
         """The client went away: drop the request from the queue, or end it if in flight."""
@@ -327,16 +292,12 @@ class Scheduler:
         if target is None:
             return None
         ahead = [r for r in ordered[: ordered.index(target)] if r.model == target.model]
-        endpoints = self.endpoints(target.model, now)
-        work = NO_WORK
-        for queued in ahead:
-            work = work + Work.of(queued, self._expected_units(queued), least_uncached_prompt_tokens(queued, endpoints))
-        wait = self._wait_behind(target, work, endpoints)
+        wait = self.predictor.start_wait_behind(target, ahead, self.endpoints(target.model, now))
         return QueueStatus(position=len(ahead), estimated_start_s=now + wait.predicted_wait_s)
 
     def prefill_costs(self) -> dict[tuple[str, str], PrefillCoefficients]:
         """What a prompt costs each worker's engine, per LLM model dispatched there (learned from
-        first tokens, ``prefill_cost``), keyed by (worker id, model)."""
+        first tokens, ``prediction.prefill_cost``), keyed by (worker id, model)."""
         return {(worker_id, model): load.prefill_coefficients(self.views[worker_id].profile)
                 for worker_id, loads in self.loads.items() if worker_id in self.views
                 for model, load in loads.by_model.items() if self._kind(model) is RequestKind.LLM}
@@ -348,10 +309,9 @@ class Scheduler:
 
 def build_scheduler(config: SchedulerConfig, limits: Mapping[str, ModelLimits], seed: int = 0, *,
                     queue: FairQueue | FifoQueue | None = None,
-                    placement: Callable[[random.Random], Placement] | None = None) -> Scheduler:
+                    placement: PlacementFactory | None = None) -> Scheduler:
     """A scheduler for ``config.policy`` with a seeded tie-breaking RNG; ``queue`` and ``placement``
-    (a factory given that RNG) replace the policy's defaults."""
+    (a factory given that RNG and the scheduler's predictor) replace the policy's defaults."""
     if config.max_queued < 1:
         raise ValueError("max_queued must be >= 1")
-    rng = random.Random(seed)
-    return Scheduler(config, limits, rng, queue, placement(rng) if placement is not None else None)
+    return Scheduler(config, limits, random.Random(seed), queue, placement)

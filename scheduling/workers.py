@@ -1,7 +1,8 @@
 """Workers as the scheduler sees them: static facts and live signals (``WorkerView``, from the
 driver), the load the scheduler itself put on them (``WorkerLoad``), their observed speed
-(``ServiceRate``; for LLM prompts ``prefill_cost.PrefillCost``) and the per-model budget that
-bounds what is dispatched (``ModelLimits``).
+(``ServiceRate``) and the per-model budget that bounds what is dispatched (``ModelLimits``). A
+model's load on a worker also holds what the ``prediction`` package keeps per engine: the line of
+prompts sent and not yet prefilled, what a prompt costs it, the prefixes its slots hold.
 
 Dispatch budgets keep Triton's queues shallow so that order is decided in the gateway: an LLM
 worker takes sequences while their KV claims fit its KV capacity (the profile's
@@ -21,9 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from scheduling.capacity import CapacityProfile
-from scheduling.prefill_cost import PrefillCoefficients, PrefillCost
-from scheduling.prefill_line import PrefillLine
-from scheduling.prefix_reuse import PrefixMemory
+from scheduling.prediction.prefill_cost import PrefillCoefficients, PrefillCost
+from scheduling.prediction.prefill_line import PrefillLine
+from scheduling.prediction.prefix_reuse import PrefixMemory
 from scheduling.requests import Request, RequestKind
 from scheduling.tenants import Tier
 
@@ -125,12 +126,6 @@ class ModelLoad:
         """What a prompt costs this engine: learned from its first tokens around the profile's speed."""
         return self.prefill.coefficients(profile.prefill_tokens_per_s)
 
-    def first_token(self, request_id: str, now: float) -> None:
-        """A prompt's first token: corrects the line, and teaches the prompt cost what it took."""
-        sample = self.line.first_token(request_id, now)
-        if sample is not None:
-            self.prefill.observe(sample.work_tokens, sample.seconds)
-
     def prefix_memory(self, version: int | None) -> PrefixMemory:
         """The prompts held by the engine of ``version`` (None: requests not pinned to a version).
         Versions loaded side by side (a canary, an A/B test) run engines of their own."""
@@ -160,7 +155,7 @@ class WorkerLoad:
             work_tokens: float = 0.0) -> None:
         """Count ``request`` in flight with its KV claim (``kv_tokens``; default: prompt plus reserved
         output); an LLM prompt joins the worker's prefill line (``prefill_s``: its predicted prefill
-        time there, for ``work_tokens``: ``placement.latency.prefill_work_tokens``)."""
+        time there, for ``work_tokens``: ``Predictor.prefill``)."""
         load = self.model(request.model)
         load.advance(now)
         load.requests += 1
@@ -203,28 +198,11 @@ def held_output_share(output_ratio: float) -> float:
     return 0.5 * min(1.0, max(0.0, output_ratio))
 
 
-def prefill_backlog_s(load: ModelLoad, now: float) -> float:
-    """Predicted seconds before a prompt dispatched now starts its prefill (the prompts ahead)."""
-    return load.line.backlog_s(now) if load.requests else 0.0
-
-
 def kv_capacity_tokens(view: WorkerView) -> int:
     """KV tokens the worker may hold: its profile's bound, or the engine's live pool if smaller."""
     if view.kv_total_tokens:
         return min(view.profile.max_batch_tokens, view.kv_total_tokens)
     return view.profile.max_batch_tokens
-
-
-def line_fits(request: Request, view: WorkerView, load: WorkerLoad, limits: ModelLimits, now: float) -> bool:
-    """True when the engine's line of prompts not yet prefilled is shorter than the model's bound
-    on this worker (``ModelLimits.prefill_line_bound_s``, times the tier's share), so the backlog
-    stays in the gateway's fair queue and a quiet tenant's prompt is not queued inside the engine
-    behind a busy tenant's; a worker with nothing in flight always takes a request."""
-    if limits.max_prefill_line_s is None or request.kind is not RequestKind.LLM:
-        return True
-    model_load = load.model(request.model)
-    bound = limits.prefill_line_bound_s(model_load.prefill_coefficients(view.profile).tokens_per_s)
-    return bound is None or prefill_backlog_s(model_load, now) < bound * limits.share(request.tier)
 
 
 def budget_fits(request: Request, view: WorkerView, load: WorkerLoad, limits: ModelLimits,

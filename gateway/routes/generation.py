@@ -29,7 +29,7 @@ from gateway.llm import GenerationRequest, TextChunk, stream_generation
 from gateway.scheduled import client_gone
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, as_list
 from gateway.state import GatewayState
-from scheduling.prefix_reuse import PromptPrefixes
+from scheduling.prediction.prefix_reuse import PromptPrefixes
 from scheduling.tenants import Tenant
 from settings.stack import ModelSpec
 

@@ -2,7 +2,7 @@
 chooses. ``Placement.place`` runs that pipeline; ``fair_placement`` and ``least_loaded_placement``
 build the two shipped configurations (see README.md)."""
 
-from scheduling.placement.endpoint import Endpoint
-from scheduling.placement.pipeline import Placement, fair_placement, least_loaded_placement
+from scheduling.endpoint import Endpoint
+from scheduling.placement.pipeline import Placement, PlacementFactory, fair_placement, least_loaded_placement
 
-__all__ = ["Endpoint", "Placement", "fair_placement", "least_loaded_placement"]
+__all__ = ["Endpoint", "Placement", "PlacementFactory", "fair_placement", "least_loaded_placement"]

@@ -1,16 +1,18 @@
 """Filters: ``(request, endpoints) -> endpoints``. Hard ones drop what can never serve the
-request; ``MeetsSlo`` is soft (keeps every endpoint when none meets the SLO)."""
+request; ``MeetsSlo`` is soft (keeps every endpoint when none meets the SLO). The two that read a
+prediction (``HasBudget``: the engine's line; ``MeetsSlo``: the first output) ask their
+``Predictor``."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
-from scheduling.placement.endpoint import Endpoint
-from scheduling.placement.latency import predicted_latency_s, ttft_left_s
+from scheduling.endpoint import Endpoint
+from scheduling.prediction.predictor import Predictor
 from scheduling.requests import Request
-from scheduling.workers import budget_fits, line_fits
+from scheduling.workers import budget_fits
 
 
 class Filter(Protocol):
@@ -67,11 +69,12 @@ class HasBudget:
     """Dispatching now keeps the worker within its KV / row budget and its prefill line bound."""
 
     name: str = "has_budget"
+    predictor: Predictor = field(default_factory=Predictor)
 
     def __call__(self, request: Request, endpoints: Sequence[Endpoint]) -> list[Endpoint]:
         return [e for e in endpoints
                 if budget_fits(request, e.view, e.load, e.limits, e.output_share)
-                and line_fits(request, e.view, e.load, e.limits, e.now_s)]
+                and self.predictor.line_fits(request, e)]
 
 
 @dataclass(frozen=True)
@@ -80,9 +83,18 @@ class MeetsSlo:
     after its queue wait), if any do."""
 
     name: str = "meets_slo"
+    predictor: Predictor = field(default_factory=Predictor)
 
     def __call__(self, request: Request, endpoints: Sequence[Endpoint]) -> list[Endpoint]:
         if request.ttft_slo_s is None:
             return list(endpoints)
-        meeting = [e for e in endpoints if predicted_latency_s(request, e) <= (ttft_left_s(request, e) or 0.0)]
+        meeting = [e for e in endpoints
+                   if self.predictor.first_output_s(request, e) <= (_ttft_left_s(request, e) or 0.0)]
         return meeting or list(endpoints)
+
+
+def _ttft_left_s(request: Request, endpoint: Endpoint) -> float | None:
+    """What is left of the request's TTFT objective at the snapshot's time (None: no objective)."""
+    if request.ttft_slo_s is None:
+        return None
+    return request.ttft_slo_s - max(0.0, endpoint.now_s - request.arrival_s)

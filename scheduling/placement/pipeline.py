@@ -4,16 +4,19 @@
 ``place`` also applies the dispatch budget and the soft SLO filter, sums each scorer's score times
 its weight for the request's tier, and picks the highest (ties broken by the injected
 ``random.Random``, so equal workers share load and runs stay reproducible).
+
+The plugins that need a prediction ask the placement's ``Predictor``: the scheduler builds its
+placement with its own (``PlacementFactory``), so placement and admission ask one object.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from scheduling.endpoint import Endpoint
 from scheduling.outcomes import RejectReason
-from scheduling.placement.endpoint import Endpoint
 from scheduling.placement.filters import ContextFits, Filter, HasBudget, Healthy, MeetsSlo, ModelResident, RegionAllowed
 from scheduling.placement.scorers import (
     BudgetHeadroom,
@@ -24,6 +27,7 @@ from scheduling.placement.scorers import (
     LeastLoaded,
     Scorer,
 )
+from scheduling.prediction.predictor import Predictor
 from scheduling.requests import Request
 from scheduling.tenants import Tier
 
@@ -37,6 +41,7 @@ class Placement:
     soft_filters: tuple[Filter, ...]
     weights: Mapping[Tier, tuple[tuple[Scorer, float], ...]]
     rng: random.Random = field(default_factory=lambda: random.Random(0))
+    predictor: Predictor = field(default_factory=Predictor)
 
     def feasible(self, request: Request, endpoints: Sequence[Endpoint]) -> list[Endpoint] | RejectReason:
         """Endpoints that could ever serve ``request``, or the reason none can."""
@@ -52,7 +57,7 @@ class Placement:
         feasible = self.feasible(request, endpoints)
         if isinstance(feasible, RejectReason):
             return None
-        remaining = HasBudget()(request, feasible)
+        remaining = HasBudget(predictor=self.predictor)(request, feasible)
         for check in self.soft_filters:
             remaining = check(request, remaining)
         if not remaining:
@@ -71,10 +76,15 @@ class Placement:
 
 HARD_FILTERS: tuple[Filter, ...] = (Healthy(), ModelResident(), RegionAllowed(), ContextFits())
 
+PlacementFactory = Callable[[random.Random, Predictor], Placement]
+"""What the scheduler builds its placement with: its tie-breaking RNG and its predictor."""
 
-def fair_placement(rng: random.Random) -> Placement:
+
+def fair_placement(rng: random.Random, predictor: Predictor | None = None) -> Placement:
     """Premium and long requests to big GPUs, small low-priority ones to cheap GPUs that meet the SLO."""
-    latency, headroom, cost = LatencyAgainstSlo(), BudgetHeadroom(), CheapPerRequest()
+    predictor = predictor if predictor is not None else Predictor()
+    latency, headroom = LatencyAgainstSlo(predictor=predictor), BudgetHeadroom()
+    cost = CheapPerRequest(predictor=predictor)
     capability, context = Capability(), ContextHeadroom()
     weights: dict[Tier, tuple[tuple[Scorer, float], ...]] = {
         Tier.PREMIUM: ((latency, 2.0), (capability, 2.0), (headroom, 1.0), (context, 1.0)),
@@ -83,10 +93,11 @@ def fair_placement(rng: random.Random) -> Placement:
         Tier.STANDARD: ((latency, 1.0), (headroom, 1.0), (context, 1.0), (cost, 3.0)),
         Tier.BATCH: ((latency, 0.5), (headroom, 1.0), (context, 0.5), (cost, 3.0)),
     }
-    return Placement(HARD_FILTERS, (MeetsSlo(),), weights, rng)
+    return Placement(HARD_FILTERS, (MeetsSlo(predictor=predictor),), weights, rng, predictor)
 
 
-def least_loaded_placement(rng: random.Random) -> Placement:
+def least_loaded_placement(rng: random.Random, predictor: Predictor | None = None) -> Placement:
     """The baseline: any feasible worker with budget, fewest requests in flight."""
     only = ((LeastLoaded(), 1.0),)
-    return Placement(HARD_FILTERS, (), {tier: only for tier in Tier}, rng)
+    return Placement(HARD_FILTERS, (), {tier: only for tier in Tier}, rng,
+                     predictor if predictor is not None else Predictor())

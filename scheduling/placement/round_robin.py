@@ -8,9 +8,10 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from scheduling.placement.endpoint import Endpoint
+from scheduling.endpoint import Endpoint
 from scheduling.placement.filters import HasBudget
 from scheduling.placement.pipeline import HARD_FILTERS, Placement
+from scheduling.prediction.predictor import Predictor
 from scheduling.requests import Request
 
 
@@ -23,7 +24,7 @@ class RoundRobinPlacement(Placement):
         feasible = self.feasible(request, endpoints)
         if not isinstance(feasible, list):
             return None
-        ready = sorted(HasBudget()(request, feasible), key=lambda e: e.worker_id)
+        ready = sorted(HasBudget(predictor=self.predictor)(request, feasible), key=lambda e: e.worker_id)
         if not ready:
             return None
         last = self._last.get(request.model, "")
@@ -32,6 +33,6 @@ class RoundRobinPlacement(Placement):
         return chosen
 
 
-def round_robin_placement(rng: random.Random) -> RoundRobinPlacement:
+def round_robin_placement(rng: random.Random, predictor: Predictor | None = None) -> RoundRobinPlacement:
     """Hard filters only, no scorers: the rotation decides."""
-    return RoundRobinPlacement(HARD_FILTERS, (), {}, rng)
+    return RoundRobinPlacement(HARD_FILTERS, (), {}, rng, predictor if predictor is not None else Predictor())

@@ -1,14 +1,15 @@
 """Scorers: ``(request, endpoints) -> {worker_id: score in [0, 1]}``; weights live in the
-pipeline, so each scorer only says how good an endpoint is on one axis."""
+pipeline, so each scorer only says how good an endpoint is on one axis. Those that read a
+prediction (the first output, the prompt an engine must compute) ask their ``Predictor``."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
-from scheduling.placement.endpoint import Endpoint
-from scheduling.placement.latency import predicted_latency_s, uncached_prompt_tokens
+from scheduling.endpoint import Endpoint
+from scheduling.prediction.predictor import Predictor
 from scheduling.requests import Request
 from scheduling.workers import headroom, kv_capacity_tokens
 
@@ -38,9 +39,10 @@ class LatencyAgainstSlo:
     """1 for an instant start, 0 at (or past) the TTFT objective; without one, relative speed."""
 
     name: str = "latency"
+    predictor: Predictor = field(default_factory=Predictor)
 
     def __call__(self, request: Request, endpoints: Sequence[Endpoint]) -> Scores:
-        predicted = {e.worker_id: predicted_latency_s(request, e) for e in endpoints}
+        predicted = {e.worker_id: self.predictor.first_output_s(request, e) for e in endpoints}
         if request.ttft_slo_s:
             return {w: max(0.0, 1.0 - p / request.ttft_slo_s) for w, p in predicted.items()}
         best = min(predicted.values(), default=0.0)
@@ -59,10 +61,10 @@ class CheapPerToken:
         return {w: (cheapest / c if c > 0 else 1.0) for w, c in costs.items()}
 
 
-def request_cost(request: Request, endpoint: Endpoint) -> float:
+def request_cost(request: Request, endpoint: Endpoint, prompt_tokens: int) -> float:
     """Predicted dollars to serve ``request`` on the endpoint's GPU type, from its profile: the
-    prompt (what the engine must compute of it) at the prefill speed plus the reserved output at
-    the decode cost per token.
+    prompt (``prompt_tokens``: what the engine must compute of it) at the prefill speed plus the
+    reserved output at the decode cost per token.
 
     With a decode model in the profile (``CapacityProfile.decode_s_per_token``) an output token
     costs one iteration's time over the batch that sequences of this length fill (a long sequence
@@ -75,7 +77,7 @@ def request_cost(request: Request, endpoint: Endpoint) -> float:
     if per_token is None:
         batch_fill = min(1.0, capacity / (context * profile.max_sequences))
         per_token = 1.0 / (profile.decode_tokens_per_s * batch_fill)
-    prefill_s = uncached_prompt_tokens(request, endpoint) / profile.prefill_tokens_per_s
+    prefill_s = prompt_tokens / profile.prefill_tokens_per_s
     seconds = prefill_s + request.max_output_tokens * per_token
     return profile.cost_per_hour / 3600.0 * seconds
 
@@ -87,9 +89,11 @@ class CheapPerRequest:
     long ones the GPUs whose memory holds a full batch of them."""
 
     name: str = "request_cost"
+    predictor: Predictor = field(default_factory=Predictor)
 
     def __call__(self, request: Request, endpoints: Sequence[Endpoint]) -> Scores:
-        costs = {e.worker_id: request_cost(request, e) for e in endpoints}
+        costs = {e.worker_id: request_cost(request, e, self.predictor.uncached_prompt_tokens(request, e))
+                 for e in endpoints}
         cheapest = min(costs.values(), default=0.0)
         return {w: (cheapest / c if c > 0 else 1.0) for w, c in costs.items()}
 

@@ -1,5 +1,6 @@
-from scheduling.admission import AdmissionConfig, AdmissionControl, WaitEstimate
+from scheduling.admission import AdmissionConfig, AdmissionControl
 from scheduling.outcomes import RejectReason
+from scheduling.prediction.start_wait import WaitEstimate
 from scheduling.tenants import Tier
 from tests.unit.scheduling.factories import request, tenant
 

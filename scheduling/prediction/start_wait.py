@@ -1,36 +1,65 @@
-"""When a queued LLM request can start: admission's wait estimate for continuous-batching engines.
+"""When a queued request can start: admission's wait estimate (``WaitEstimate``).
 
-A queued LLM request does not wait for the work ahead of it to *finish*: an engine runs many
-sequences at once. It waits until
+A batched request waits until the work ahead of it is done, at the feasible workers' observed
+speed. A queued LLM request does not wait for the work ahead of it to *finish*: an engine runs
+many sequences at once. It waits until
 
 - the prompts ahead of it are prefilled: the engines' prefill lines (as predicted at dispatch) plus
-  the prompts queued ahead of it (what the engines must compute of them, ``scheduling.prefix_reuse``,
-  and each prompt's fixed cost), at the feasible workers' summed prefill speed (both learned from
-  first tokens, ``scheduling.prefill_cost``). The gateway holds prompts back while an engine's
-  line is long (``max_prefill_line_s``), but they are prefilled in that order all the same: the
-  bound changes where a prompt waits, not how long;
+  the prompts queued ahead of it (what the engines must compute of them, ``prefix_reuse``, and
+  each prompt's fixed cost), at the feasible workers' summed prefill speed (both learned from
+  first tokens, ``prefill_cost``). The gateway holds prompts back while an engine's line is long
+  (``max_prefill_line_s``), but they are prefilled in that order all the same: the bound changes
+  where a prompt waits, not how long;
 - and there is room for it: when the KV claims (``workers.kv_claim_tokens``) or the sequences in
   flight, plus those queued ahead, plus its own exceed the workers' budget for its tier, the excess
   must complete first. That work drains at the workers' observed service speed.
 
-The predicted wait is the longer of the two (``WaitEstimate``: ``tokens_ahead`` over
-``service_tokens_per_s`` for the first, ``capacity_wait_s`` for the second).
+The predicted wait is the longer of the two (``tokens_ahead`` over ``service_tokens_per_s`` for
+the first, ``capacity_wait_s`` for the second).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from scheduling.admission import WaitEstimate
-from scheduling.placement.endpoint import Endpoint
-from scheduling.placement.latency import uncached_prompt_tokens
-from scheduling.queued_work import Work
-from scheduling.requests import Request
-from scheduling.workers import kv_capacity_tokens, kv_claim_tokens, prefill_backlog_s
+from scheduling.endpoint import Endpoint
+from scheduling.prediction.latency import prefill_backlog_s, uncached_prompt_tokens
+from scheduling.prediction.queued_work import Work
+from scheduling.requests import Request, RequestKind
+from scheduling.workers import kv_capacity_tokens, kv_claim_tokens
 
 
-def llm_wait_estimate(request: Request, ahead: Work, own_units: float,
-                      endpoints: Sequence[Endpoint]) -> WaitEstimate:
+@dataclass(frozen=True)
+class WaitEstimate:
+    """The predicted wait of one request: backlog ahead of it, the speed that drains it, and the
+    least time the request itself takes to its first output once started (``service_s``).
+
+    For an LLM the backlog is the prompt tokens to prefill before its own, at prefill speed, and
+    ``capacity_wait_s`` the time until there is room for it in the engines' budget; the predicted
+    wait is the longer of the two (module docstring).
+    """
+
+    tokens_ahead: float
+    service_tokens_per_s: float
+    service_s: float = 0.0
+    capacity_wait_s: float = 0.0
+
+    @property
+    def predicted_wait_s(self) -> float:
+        line_s = self.tokens_ahead / self.service_tokens_per_s if self.service_tokens_per_s > 0 else float("inf")
+        return max(line_s, self.capacity_wait_s)
+
+
+def wait_estimate(request: Request, ahead: Work, own_units: float, endpoints: Sequence[Endpoint]) -> WaitEstimate:
+    """The wait of ``request`` (expected cost ``own_units``) behind ``ahead`` on ``endpoints``."""
+    if request.kind is RequestKind.LLM and endpoints:
+        return _llm_wait_estimate(request, ahead, own_units, endpoints)
+    return WaitEstimate(ahead.units, sum(e.tokens_per_s for e in endpoints))
+
+
+def _llm_wait_estimate(request: Request, ahead: Work, own_units: float,
+                       endpoints: Sequence[Endpoint]) -> WaitEstimate:
     """The wait of LLM ``request`` (expected cost ``own_units``) behind ``ahead`` on ``endpoints``
     (not empty), and its own prefill time on the fastest of them when idle."""
     loads = [e.load.model(request.model) for e in endpoints]

@@ -1,5 +1,5 @@
 """Admission's wait estimate for LLM requests: until the request can start, not until the work
-ahead of it has finished (``scheduling.start_wait``), driven through the ``Scheduler``."""
+ahead of it has finished (``scheduling.prediction.start_wait``), driven through the ``Scheduler``."""
 
 import dataclasses
 

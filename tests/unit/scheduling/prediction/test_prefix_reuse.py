@@ -1,5 +1,5 @@
 """Prefix reuse: prompts that share a prefix an engine's slots hold are predicted to prefill only
-the rest, in the line, the start wait, admission and placement (``scheduling.prefix_reuse``)."""
+the rest, in the line, the start wait, admission and placement (``scheduling.prediction.prefix_reuse``)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,11 @@ from dataclasses import replace
 
 from scheduling.capacity import CapacityProfile
 from scheduling.outcomes import Admitted, Rejected, RejectReason
-from scheduling.placement.latency import uncached_prompt_tokens
-from scheduling.prefix_reuse import PrefixMemory, PromptPrefixes
+from scheduling.prediction.latency import prefill_backlog_s, uncached_prompt_tokens
+from scheduling.prediction.prefix_reuse import PrefixMemory, PromptPrefixes
 from scheduling.requests import Request
 from scheduling.scheduler import Scheduler, SchedulerConfig, build_scheduler
 from scheduling.tenants import Tier
-from scheduling.workers import prefill_backlog_s
 from tests.unit.scheduling.factories import LIMITS, request, tenant, view
 
 SYSTEM = list(range(1000))  # a 1,000-token system prompt every request shares

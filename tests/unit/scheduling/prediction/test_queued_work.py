@@ -1,6 +1,6 @@
 import pytest
 
-from scheduling.queued_work import QueuedWork
+from scheduling.prediction.queued_work import QueuedWork
 from scheduling.tenants import Tier
 from tests.unit.scheduling.factories import request, tenant
 

@@ -1,4 +1,4 @@
-"""The snapshot of one worker that placement plugins read, for one model."""
+"""The snapshot of one worker for one model: what placement plugins and the ``Predictor`` read."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
-"""What a prompt costs an engine, learned from first tokens (``scheduling.prefill_cost``)."""
+"""What a prompt costs an engine, learned from first tokens (``scheduling.prediction.prefill_cost``)."""
 
 from dataclasses import replace
 
 import pytest
 
-from scheduling.prefill_cost import PrefillCost
-from scheduling.prefill_line import PrefillLine, PrefillSample
+from scheduling.prediction.prefill_cost import PrefillCost
+from scheduling.prediction.prefill_line import PrefillLine, PrefillSample
 from scheduling.requests import RequestKind
 from scheduling.scheduler import SchedulerConfig, build_scheduler
 from scheduling.tenants import Tier

@@ -4,11 +4,12 @@ from dataclasses import replace
 
 import pytest
 
-from scheduling.prefill_line import PrefillLine
+from scheduling.prediction.latency import prefill_backlog_s
+from scheduling.prediction.prefill_line import PrefillLine
 from scheduling.requests import RequestKind
 from scheduling.scheduler import SchedulerConfig, build_scheduler
 from scheduling.tenants import Tier
-from scheduling.workers import ModelLimits, prefill_backlog_s
+from scheduling.workers import ModelLimits
 from tests.unit.scheduling.factories import BIG, LIMITS, request, tenant, view
 
 
