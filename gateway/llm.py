@@ -24,7 +24,7 @@ from tritonclient.utils import InferenceServerException
 from gateway.errors import UpstreamError
 from gateway.generation_streams import GenerationStream
 from gateway.workers import Worker, map_triton_error
-from scheduling.prefix_reuse import PromptPrefixes
+from scheduling.prediction.prefix_reuse import PromptPrefixes
 
 
 @dataclass(frozen=True)
