@@ -1,5 +1,6 @@
 """Fidelity of the LLM worker model against the published points it was calibrated on
-(``../shared/calibration.md``): each point is (what, source, published value, modelled value).
+(``docs/calibration.md``, whose section numbers the sources below cite): each point is (what,
+source, published value, modelled value).
 
 - Vidur's per-iteration linear-layer times (section 2.4; no attention, LM head or overhead), for
   Llama-2-7B on A100 80GB and H100 and Llama-3-8B on A100 80GB, compared with ``linear_s``.

@@ -1,7 +1,9 @@
 """GPU types and served models: the constants of the performance model, each with its source.
 
-Sources are the sections of ``../shared/calibration.md`` (all published figures; none measured
-here). ``derived`` marks arithmetic on a cited figure, ``assumption`` a value no source gave.
+"calibration §N" is section N of ``docs/calibration.md``, which gives each published figure with
+its source (NVIDIA datasheets, MLPerf Inference results, TensorRT-LLM's performance tables, Vidur's
+profiles, cloud price lists; none measured here). ``derived`` marks arithmetic on a cited figure,
+``assumption`` a value no source gave.
 """
 
 from __future__ import annotations

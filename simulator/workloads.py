@@ -1,5 +1,6 @@
-"""Workloads: arrival times and token lengths, from the real traces in ``../shared/traces`` or from
-length distributions with Poisson or Gamma arrivals; a load scale compresses time.
+"""Workloads: arrival times and token lengths, from the real traces in ``data/traces`` (sources and
+licences in ``data/traces/SOURCES.md``) or from length distributions with Poisson or Gamma
+arrivals; a load scale compresses time.
 
 All randomness comes from the ``random.Random`` passed in; the traces are read once at the edge.
 """
@@ -12,7 +13,7 @@ from dataclasses import dataclass, replace
 from datetime import date
 from pathlib import Path
 
-DEFAULT_TRACES_DIR = Path("../shared/traces")
+DEFAULT_TRACES_DIR = Path(__file__).resolve().parent.parent / "data" / "traces"  # shipped in the repository
 AZURE = {"conv": "AzureLLMInferenceTrace_conv.csv", "code": "AzureLLMInferenceTrace_code.csv"}
 LENGTHS = {"sharegpt": "sharegpt_8k_filtered_stats_llama2_tokenizer.csv",
            "arxiv": "arxiv_summarization_stats_llama2_tokenizer_filtered_v2.csv"}
