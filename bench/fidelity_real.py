@@ -68,8 +68,8 @@ from settings.scheduling import load_scheduling
 from settings.stack import load_stack_config
 from settings.tenants import load_tenants
 from settings.workers import worker_addresses
-from simulator.fitted_perf import EngineBusy, FittedPerf, TimedPerf
-from simulator.perf_model import LlmPerfModel
+from simulator.perf.fitted import EngineBusy, FittedPerf, TimedPerf
+from simulator.perf.protocol import LlmPerfModel
 from simulator.records import RequestRecord
 from simulator.replay_sim import GatewaySetup, ReplayRequest, compare_ttft, simulate_replay
 from simulator.served_path import ServedPath

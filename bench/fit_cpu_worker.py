@@ -45,7 +45,7 @@ from python_backends.chat.params import GenerationParams
 from python_backends.chat.sequence import Sequence
 from settings.engine import EngineConfig
 from settings.paths import StackPaths
-from simulator.step_fit import StepLaw, StepSample, chunk_attention_positions, fit_step_law, relative_errors
+from simulator.perf.step_fit import StepLaw, StepSample, chunk_attention_positions, fit_step_law, relative_errors
 
 app = typer.Typer(add_completion=False)
 DEFAULT_OUT = Path("docs/sim/cpu_worker_profile.json")

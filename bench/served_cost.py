@@ -49,8 +49,8 @@ from bench.run import command_line
 from bench.workload import CHAT_PROMPT
 from gateway.tokenization import LlmTokenizer
 from settings.paths import PROJECT_ROOT, StackPaths
-from simulator.fitted_perf import FittedPerf
-from simulator.perf_model import IterationWork
+from simulator.perf.fitted import FittedPerf
+from simulator.perf.protocol import IterationWork
 
 app = typer.Typer(add_completion=False)
 QUIET_SHARE = 0.10  # others' share of the cores above which a run is left out (bench.served_path's bound)

@@ -60,10 +60,10 @@ from scheduling.requests import Request, RequestKind
 from scheduling.tenants import Tenant, Tier
 from settings.paths import PROJECT_ROOT, StackPaths
 from simulator.engine import ARRIVAL, EventLoop
-from simulator.fitted_perf import FittedPerf
 from simulator.llm_worker import LlmWorker
 from simulator.llm_worker import Sequence as SimSequence
-from simulator.perf_model import IterationWork
+from simulator.perf.fitted import FittedPerf
+from simulator.perf.protocol import IterationWork
 from simulator.served_path import ServedPath
 
 app = typer.Typer(add_completion=False, no_args_is_help=True)

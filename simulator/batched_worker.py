@@ -10,7 +10,7 @@ from collections import deque
 
 from simulator.engine import STEP, EventLoop
 from simulator.llm_worker import Sequence, WorkerListener, drop_expired_head
-from simulator.perf import BatchedPerf
+from simulator.perf.gpu import BatchedPerf
 
 
 class BatchedWorker:

@@ -20,8 +20,8 @@ from simulator.batched_worker import BatchedWorker
 from simulator.engine import ARRIVAL, WAKE, Event, EventLoop
 from simulator.llm_worker import LlmWorker, WorkerListener
 from simulator.llm_worker import Sequence as EngineSequence
-from simulator.perf import BatchedPerf
-from simulator.perf_model import LlmPerfModel
+from simulator.perf.gpu import BatchedPerf
+from simulator.perf.protocol import LlmPerfModel
 from simulator.records import RequestRecord, SimRequest
 from simulator.served_path import NO_PATH, ServedPath
 from simulator.tracking import ServiceTracker

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from simulator.hardware import KV_BLOCK_TOKENS
+from simulator.perf.hardware import KV_BLOCK_TOKENS
 
 WATERMARK_SHARE = 0.01  # vLLM's default watermark: admission leaves 1 % of the blocks free for growth
 

@@ -24,7 +24,7 @@ preempted (one larger than the pool runs alone, past it). With ``lazy_timeouts``
 policy) a waiting head whose deadline passed is dropped when it reaches the head of the queue,
 not at its deadline (a preempted sequence is not: it was already started).
 
-The batching settings come from the timing model's ``EngineLimits`` (``perf_model``): sequence
+The batching settings come from the timing model's ``EngineLimits`` (``perf.protocol``): sequence
 slots, tokens per iteration, prompt tokens per iteration, KV pool, and whether a short new prompt
 gets an iteration of its own while others decode (``short_prefill_first``: the sequences admitted
 but not yet started are prefilled alone, within one chunk, when the first of them fits one chunk;
@@ -42,7 +42,7 @@ from scheduling.fair_queue import TIERS_IN_ORDER
 from scheduling.requests import Request
 from simulator.engine import STEP, Event, EventLoop
 from simulator.kv_blocks import WATERMARK_SHARE, blocks_for, growth_blocks, max_decode_steps
-from simulator.perf_model import IterationWork, LlmPerfModel
+from simulator.perf.protocol import IterationWork, LlmPerfModel
 
 
 class WorkerListener(Protocol):

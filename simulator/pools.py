@@ -2,7 +2,7 @@
 views the scheduler sees, and the per-model limits with the shipped tier shares.
 
 Each GPU type's LLM engine gets its own step token budget, chosen for the tightest TPOT objective
-of the tiers (``perf.tpot_step_budget``): a small GPU prefills in smaller chunks so that the
+of the tiers (``perf.gpu.tpot_step_budget``): a small GPU prefills in smaller chunks so that the
 sequences decoding beside a prefill keep their time per output token; a fast one keeps vLLM's
 2,048. This is an engine setting shipped per pool (``max_num_batched_tokens``); the profile's
 prefill speed follows it."""
@@ -15,8 +15,8 @@ from scheduling.capacity import CapacityProfile
 from scheduling.requests import RequestKind
 from scheduling.workers import ModelLimits, WorkerView
 from simulator.driver import WorkerSpec
-from simulator.hardware import GPUS, MODELS, GpuSpec
-from simulator.perf import BatchedPerf, LlmPerf, diffusion_perf, resnet50_perf, tpot_step_budget
+from simulator.perf.gpu import BatchedPerf, LlmPerf, diffusion_perf, resnet50_perf, tpot_step_budget
+from simulator.perf.hardware import GPUS, MODELS, GpuSpec
 from simulator.tenancy import MIN_PREFILL_LINE_TOKENS, MODEL, PREFILL_LINE_S, SLOS, TIER_SHARE
 
 DEFAULT_MODEL = "llama-3-8b"

@@ -21,7 +21,7 @@ from scheduling.tenants import Tenant, Tier
 from scheduling.workers import WorkerView
 from simulator.driver import SchedulerLike, Simulation, WorkerSpec
 from simulator.metrics import percentile
-from simulator.perf_model import LlmPerfModel
+from simulator.perf.protocol import LlmPerfModel
 from simulator.records import RequestRecord, SimRequest
 from simulator.served_path import NO_PATH, ServedPath
 

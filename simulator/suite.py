@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from simulator.experiments import capacity_rps, cost_by_prompt_length, sweep
-from simulator.fidelity import TOLERANCE, fidelity_points, fit_efficiency
-from simulator.hardware import EFFICIENCY
 from simulator.metrics import RunSummary
 from simulator.noisy import run_noisy
+from simulator.perf.fidelity import TOLERANCE, fidelity_points, fit_efficiency
+from simulator.perf.hardware import EFFICIENCY
 from simulator.planning import PLANNING_TYPES, Plan, plan_pool
 from simulator.pools import mix_label, parse_mix
 from simulator.report import (

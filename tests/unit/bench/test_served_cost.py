@@ -3,9 +3,9 @@
 import pytest
 
 from bench.served_cost import served_decode_from_gaps, served_decode_seq_s
-from simulator.fitted_perf import FittedPerf
-from simulator.perf_model import EngineLimits
-from simulator.step_fit import StepLaw
+from simulator.perf.fitted import FittedPerf
+from simulator.perf.protocol import EngineLimits
+from simulator.perf.step_fit import StepLaw
 
 LAW = StepLaw(overhead_s=0.005, prefill_token_s=0.003, decode_seq_s=0.005, attention_s_per_ktoken=0.0)
 PERF = FittedPerf(EngineLimits(16, 63, 63, 8192), LAW)

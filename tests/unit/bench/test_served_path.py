@@ -18,10 +18,10 @@ from bench.served_path import (
     served_path_terms,
     simulated_loaded_ttft_s,
 )
-from simulator.fitted_perf import FittedPerf
-from simulator.perf_model import EngineLimits
+from simulator.perf.fitted import FittedPerf
+from simulator.perf.protocol import EngineLimits
+from simulator.perf.step_fit import StepLaw
 from simulator.served_path import NO_PATH, ServedPath
-from simulator.step_fit import StepLaw
 
 LAW = StepLaw(overhead_s=0.007, prefill_token_s=0.003, decode_seq_s=0.004, attention_s_per_ktoken=0.003)
 PERF = FittedPerf(EngineLimits(16, 63, 63, 8192, short_prefill_first=True), LAW)

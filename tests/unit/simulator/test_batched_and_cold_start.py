@@ -11,8 +11,8 @@ from scheduling.requests import Request, RequestKind
 from scheduling.slo import Slo
 from scheduling.tenants import Tenant, Tier
 from simulator.driver import Simulation
-from simulator.hardware import GPUS
-from simulator.perf import SD_SECONDS_PER_STEP_A100, resnet50_perf
+from simulator.perf.gpu import SD_SECONDS_PER_STEP_A100, resnet50_perf
+from simulator.perf.hardware import GPUS
 from simulator.policies import default_registry
 from simulator.pools import (
     DIFFUSION_MODEL,

@@ -11,10 +11,10 @@ import pytest
 
 from scheduling.tenants import Tenant, Tier
 from simulator.engine import ARRIVAL, EventLoop
-from simulator.fitted_perf import EngineBusy, FittedPerf, TimedPerf, load_fitted_perf
 from simulator.llm_worker import LlmWorker, Sequence
-from simulator.perf_model import EngineLimits, IterationWork, LlmPerfModel
-from simulator.step_fit import StepLaw
+from simulator.perf.fitted import EngineBusy, FittedPerf, TimedPerf, load_fitted_perf
+from simulator.perf.protocol import EngineLimits, IterationWork, LlmPerfModel
+from simulator.perf.step_fit import StepLaw
 from tests.unit.simulator.helpers import one
 
 LAW = StepLaw(overhead_s=0.004, prefill_token_s=0.003, decode_seq_s=0.006, attention_s_per_ktoken=0.004)

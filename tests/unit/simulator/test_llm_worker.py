@@ -10,12 +10,12 @@ import pytest
 
 from scheduling.tenants import Tenant, Tier
 from simulator.engine import ARRIVAL, EventLoop
-from simulator.fitted_perf import FittedPerf
-from simulator.hardware import GPUS, MODELS
 from simulator.llm_worker import LlmWorker, Sequence
-from simulator.perf import STEP_TOKEN_BUDGET, LlmPerf
-from simulator.perf_model import EngineLimits
-from simulator.step_fit import StepLaw
+from simulator.perf.fitted import FittedPerf
+from simulator.perf.gpu import STEP_TOKEN_BUDGET, LlmPerf
+from simulator.perf.hardware import GPUS, MODELS
+from simulator.perf.protocol import EngineLimits
+from simulator.perf.step_fit import StepLaw
 from tests.unit.simulator.helpers import one
 
 PERF = LlmPerf(GPUS["a100-80"], MODELS["llama-3-8b"])

@@ -12,10 +12,10 @@ from scheduling.scheduler import Policy, SchedulerConfig, build_scheduler
 from scheduling.slo import Slo
 from scheduling.tenants import Tenant, Tier
 from scheduling.workers import ModelLimits
-from simulator.fitted_perf import FittedPerf
-from simulator.perf_model import EngineLimits
+from simulator.perf.fitted import FittedPerf
+from simulator.perf.protocol import EngineLimits
+from simulator.perf.step_fit import StepLaw
 from simulator.replay_sim import GatewaySetup, ReplayRequest, compare_ttft, simulate_replay, to_sim_request
-from simulator.step_fit import StepLaw
 
 PERF = FittedPerf(EngineLimits(16, 63, 63, 8192, short_prefill_first=True),
                   StepLaw(0.004, 0.003, 0.006, 0.004))

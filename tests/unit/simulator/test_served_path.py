@@ -7,12 +7,12 @@ import pytest
 
 from scheduling.tenants import Tenant, Tier
 from simulator.engine import ARRIVAL, EventLoop
-from simulator.fitted_perf import FittedPerf
 from simulator.llm_worker import LlmWorker, Sequence
-from simulator.perf_model import EngineLimits
+from simulator.perf.fitted import FittedPerf
+from simulator.perf.protocol import EngineLimits
+from simulator.perf.step_fit import StepLaw
 from simulator.replay_sim import ReplayRequest, simulate_replay
 from simulator.served_path import NO_PATH, DelayedReports, ServedPath
-from simulator.step_fit import StepLaw
 from tests.unit.simulator.helpers import one
 from tests.unit.simulator.test_replay_sim import SETUP
 

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from simulator.engine import EventLoop
-from simulator.hardware import GPUS, MODELS
 from simulator.llm_worker import LlmWorker
-from simulator.perf import (
+from simulator.perf.gpu import (
     MIN_STEP_TOKEN_BUDGET,
     STEP_TOKEN_BUDGET,
     TPOT_ITERATION_SHARE,
     LlmPerf,
     tpot_step_budget,
 )
+from simulator.perf.hardware import GPUS, MODELS
 from simulator.pools import llm_perf
 from tests.unit.simulator.test_llm_worker import Recorder, _sequence
 

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from simulator.step_fit import StepLaw, StepSample, chunk_attention_positions, fit_step_law, relative_errors
+from simulator.perf.step_fit import StepLaw, StepSample, chunk_attention_positions, fit_step_law, relative_errors
 
 LAW = StepLaw(overhead_s=0.004, prefill_token_s=0.0028, decode_seq_s=0.005, attention_s_per_ktoken=0.002)
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from scheduling.tenants import Tier
-from simulator.fidelity import RULE_OF_THUMB, fidelity_points, fit_efficiency
-from simulator.hardware import EFFICIENCY, GPUS, MODELS
 from simulator.metrics import percentile
-from simulator.perf import LlmPerf
+from simulator.perf.fidelity import RULE_OF_THUMB, fidelity_points, fit_efficiency
+from simulator.perf.gpu import LlmPerf
+from simulator.perf.hardware import EFFICIENCY, GPUS, MODELS
 from simulator.tracking import ServiceTracker, jain_index
 from simulator.workloads import load_azure, mean_rate, scale_load, synthetic
 from tests.unit.simulator.helpers import LENGTHS

@@ -1,4 +1,5 @@
-"""Execution-time model: how long one engine iteration, one non-LLM batch, one cold start take.
+"""The GPU model, from published figures: how long one engine iteration, one non-LLM batch, one
+cold start take on a GPU.
 
 An LLM iteration processes ``tokens`` new tokens (prefill chunks plus one per decoding sequence)
 over ``kv_tokens`` cached tokens. Its linear layers are compute-bound for many tokens
@@ -15,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scheduling.capacity import CapacityProfile
-from simulator.hardware import (
+from simulator.perf.hardware import (
     BOOT_S,
     EFFICIENCY,
     GIB,
@@ -25,9 +26,9 @@ from simulator.hardware import (
     WEIGHT_LOAD_BYTES_PER_S,
     Efficiency,
     GpuSpec,
-    ModelSpec,
+    LlmArchitecture,
 )
-from simulator.perf_model import EngineLimits, IterationWork
+from simulator.perf.protocol import EngineLimits, IterationWork
 
 MAX_SEQUENCES = 256  # vLLM's default max_num_seqs
 STEP_TOKEN_BUDGET = 2048  # tokens per iteration (Sarathi-style chunked prefill budget; vLLM's default)
@@ -42,7 +43,7 @@ class LlmPerf:
     """The timing model of one (GPU, model) pair."""
 
     gpu: GpuSpec
-    model: ModelSpec
+    model: LlmArchitecture
     step_overhead_s: float = STEP_OVERHEAD_S
     step_token_budget: int = STEP_TOKEN_BUDGET  # the engine's max tokens per iteration (max_num_batched_tokens)
     efficiency: Efficiency = EFFICIENCY
@@ -132,7 +133,8 @@ class LlmPerf:
         return chunk / self.step_s(chunk, 0, 0, chunk)
 
 
-def tpot_step_budget(gpu: GpuSpec, model: ModelSpec, tpot_s: float, largest: int = STEP_TOKEN_BUDGET) -> int:
+def tpot_step_budget(gpu: GpuSpec, model: LlmArchitecture, tpot_s: float,
+                     largest: int = STEP_TOKEN_BUDGET) -> int:
     """The engine's step token budget for a TPOT objective (Sarathi-Serve's rule): the largest
     multiple of ``STEP_BUDGET_GRAIN``, at most ``largest``, whose iteration carrying a full prompt
     chunk takes at most ``TPOT_ITERATION_SHARE`` of ``tpot_s``, so that sequences decoding beside a

@@ -47,7 +47,7 @@ GPUS: dict[str, GpuSpec] = {
 
 
 @dataclass(frozen=True)
-class ModelSpec:
+class LlmArchitecture:
     """A dense decoder served in FP16: all parameters and those of the transformer blocks (an
     iteration computes 2 x block params FLOPs per token and reads the block weights once; the LM
     head adds its weights' read), resident weight bytes, KV-cache bytes per token, longest context."""
@@ -60,15 +60,15 @@ class ModelSpec:
     max_context_tokens: int
 
 
-MODELS: dict[str, ModelSpec] = {
+MODELS: dict[str, LlmArchitecture] = {
     # Llama-2-7B: 6.74e9 params; the calibration's rule of thumb counts 6.7e9 (13.5 GB FP16) per
     # iteration, which is how the efficiencies below were derived; KV = 2 (K, V) x 32 layers x 4,096
     # hidden x 2 bytes = 512 KiB/token (derived, multi-head attention); context 4,096.
-    "llama-2-7b": ModelSpec("llama-2-7b", 6.74e9, 6.7e9, 13.5e9, 2 * 32 * 4096 * 2, 4096),
+    "llama-2-7b": LlmArchitecture("llama-2-7b", 6.74e9, 6.7e9, 13.5e9, 2 * 32 * 4096 * 2, 4096),
     # Llama-3-8B: 8.03e9 params, 16.1 GB FP16, of which the embedding and the LM head are 128,256 x
     # 4,096 each, so the blocks hold 6.98e9 (derived from the published architecture); GQA with 8 KV
     # heads of 128 → 2 x 32 x 1,024 x 2 bytes = 128 KiB/token; context 8,192.
-    "llama-3-8b": ModelSpec("llama-3-8b", 8.03e9, 6.98e9, 16.06e9, 2 * 32 * 1024 * 2, 8192),
+    "llama-3-8b": LlmArchitecture("llama-3-8b", 8.03e9, 6.98e9, 16.06e9, 2 * 32 * 1024 * 2, 8192),
 }
 
 # Share of GPU memory the engine may use (vLLM's default gpu_memory_utilization, 0.9: assumption
@@ -93,7 +93,7 @@ class Efficiency:
 # H100 (0.72); prefill reaches 213 of 312 TFLOPS on A100 (0.68) and 657 of 989 on H100 (0.66); blend
 # hypot. That start (0.66, 0.715, 2) left Vidur's H100 point at 256 tokens 16 % fast.
 # Shipped: the least-squares fit, on relative error, to all 33 published points of
-# ``simulator.fidelity`` (``fit_efficiency``; ``shunter sim fidelity`` reports it), rounded.
+# ``simulator.perf.fidelity`` (``fit_efficiency``; ``shunter sim fidelity`` reports it), rounded.
 EFFICIENCY = Efficiency(compute=0.676, bandwidth=0.704, blend_exponent=1.86)
 
 # Per-iteration cost outside the linear layers (attention launch, LM head, sampling, scheduler):

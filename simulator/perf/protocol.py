@@ -1,6 +1,6 @@
 """What an LLM worker model needs from a timing model: the engine's limits and the time of one
-iteration. Two implementations: ``perf.LlmPerf`` (a GPU from published figures) and
-``fitted_perf.FittedPerf`` (a real engine measured by a bench command).
+iteration. Two implementations: ``gpu.LlmPerf`` (a GPU from published figures) and
+``fitted.FittedPerf`` (a real engine measured by a bench command).
 
 ``EngineLimits`` are the engine's scheduling settings (they decide which tokens an iteration
 holds); ``IterationWork`` is what one iteration feeds. The worker (``llm_worker``) plans

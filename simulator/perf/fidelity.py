@@ -22,8 +22,8 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.optimize import least_squares
 
-from simulator.hardware import EFFICIENCY, GPUS, MODELS, Efficiency
-from simulator.perf import STEP_TOKEN_BUDGET, LlmPerf
+from simulator.perf.gpu import STEP_TOKEN_BUDGET, LlmPerf
+from simulator.perf.hardware import EFFICIENCY, GPUS, MODELS, Efficiency
 
 TOLERANCE = 0.15
 VIDUR_TOKENS = (1, 8, 32, 64, 128, 256, 512, 1024, 2048, 4096)

@@ -27,8 +27,8 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from simulator.perf_model import EngineLimits, IterationWork
-from simulator.step_fit import StepLaw, chunk_attention_positions
+from simulator.perf.protocol import EngineLimits, IterationWork
+from simulator.perf.step_fit import StepLaw, chunk_attention_positions
 
 
 @dataclass(frozen=True)
