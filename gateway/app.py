@@ -1,15 +1,16 @@
 """The gateway's FastAPI application and its composition at startup.
 
 ``create_app(paths)`` reads the stack and tenants configuration once, loads each served model's
-tokenizer from its artifacts, connects a gRPC client per Triton worker and starts readiness
-polling. Every error leaves through ``_error_response``: the OpenAI error body with the status
-from ``errors.py``, ``x-request-id`` added by the context middleware.
+tokenizer from its artifacts and, at startup, makes the workers' transport (a gRPC client per
+Triton worker, with readiness polling) and the scheduler's driver. Every error leaves through
+``_error_response``: the OpenAI error body with the status from ``errors.py``, ``x-request-id``
+added by the context middleware.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -17,17 +18,22 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from gateway.context import RequestContextMiddleware
+from gateway.admission import AdmissionAdapter
+from gateway.catalog import ModelCatalog
+from gateway.composition import Gateway
+from gateway.context import RequestContextMiddleware, request_context
 from gateway.dispatcher import Dispatcher
 from gateway.errors import GatewayError, InvalidRequestError, UnprocessableError
+from gateway.idempotency import IdempotencyLedger
 from gateway.metrics import GatewayMetrics
 from gateway.request_status import RequestStatusStore
 from gateway.responses import JSONResponse
 from gateway.routes import health, kserve, openai, requests, rerank
 from gateway.routing import RoutingPoller, RoutingTable
-from gateway.state import GatewayState
 from gateway.tokenization import LlmTokenizer, TextTokenizer
-from gateway.workers import WorkerPool
+from gateway.transport.protocol import Transport
+from gateway.transport.triton.transport import TritonTransport
+from scheduling.outcomes import Outcome
 from scheduling.scheduler import Policy, build_scheduler
 from settings.paths import StackPaths
 from settings.scheduling import load_scheduling
@@ -35,18 +41,30 @@ from settings.stack import StackConfig, WorkloadKind, load_stack_config
 from settings.tenants import load_tenants
 from settings.workers import worker_addresses
 
+TransportFactory = Callable[[StackConfig, float], Transport]
 
-def load_tokenizers(config: StackConfig, paths: StackPaths, state: GatewayState) -> None:
+
+def triton_transport(config: StackConfig, poll_interval_s: float) -> Transport:
+    """The production transport: a gRPC client per configured Triton worker."""
+    llm_models = frozenset(m.name for m in config.models if m.kind is WorkloadKind.LLM)
+    return TritonTransport.connect(worker_addresses(config), poll_interval_s, llm_models)
+
+
+def load_tokenizers(config: StackConfig, paths: StackPaths) -> tuple[dict[str, LlmTokenizer], dict[str, TextTokenizer]]:
+    """Each model's tokenizer, from its artifacts: (LLM tokenizers, text-encoder tokenizers)."""
+    llm: dict[str, LlmTokenizer] = {}
+    text: dict[str, TextTokenizer] = {}
     for model in config.models:
         artifacts = paths.artifacts / model.name
         if model.kind is WorkloadKind.LLM:
-            state.llm_tokenizers[model.name] = LlmTokenizer(artifacts / "model.gguf")
+            llm[model.name] = LlmTokenizer(artifacts / "model.gguf")
         elif model.kind in (WorkloadKind.EMBEDDING, WorkloadKind.RERANK):
-            state.text_tokenizers[model.name] = TextTokenizer(artifacts / "tokenizer.json")
+            text[model.name] = TextTokenizer(artifacts / "tokenizer.json")
+    return llm, text
 
 
 def _error_response(request: Request, error: GatewayError) -> JSONResponse:
-    request.scope.setdefault("state", {})["outcome"] = error.outcome_label
+    request_context(request).ending = error.ending
     kserve = request.url.path.startswith("/v2/")
     body = error.kserve_body() if kserve else error.body()
     return JSONResponse(body, status_code=error.status, headers=error.headers())
@@ -85,7 +103,7 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
         error = GatewayError(str(exc.detail), code=f"http_{exc.status_code}")
-        error.status, error.type, error.outcome = exc.status_code, "invalid_request_error", "rejected"
+        error.status, error.type, error.outcome = exc.status_code, "invalid_request_error", Outcome.REJECTED
         return _error_response(request, error)
 
     async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
@@ -97,10 +115,10 @@ def _install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Exception, unexpected_error)
 
 
-def _routes_changed(state: GatewayState) -> None:
+def _routes_changed(gateway: Gateway) -> None:
     """New routes may name versions the readiness poll has not seen yet: re-read the workers now."""
-    state.metrics.routing_generation.set(state.routing.generation)
-    task = asyncio.ensure_future(state.pool.refresh())
+    gateway.metrics.routing_generation.set(gateway.routing.generation)
+    task = asyncio.ensure_future(gateway.transport.refresh())
     _background.add(task)
     task.add_done_callback(_background.discard)
 
@@ -109,33 +127,36 @@ _background: set[asyncio.Future[None]] = set()
 
 
 def create_app(paths: StackPaths, poll_interval_s: float = 1.0, policy: Policy | None = None,
-               control_url: str | None = None) -> FastAPI:
+               control_url: str | None = None, transport: TransportFactory = triton_transport) -> FastAPI:
     """The gateway for the stack in ``paths``; ``policy`` overrides scheduling.yaml's. With
     ``control_url``, model versions and traffic weights follow the control plane's routing
-    (polled with the admin token in ``paths``); without it, each model's configured version."""
+    (polled with the admin token in ``paths``); without it, each model's configured version.
+    ``transport`` makes the workers' transport at startup (Triton's by default)."""
     config = load_stack_config(paths.pools_file, paths.models_file)
     scheduling = load_scheduling(paths.scheduling_file, config, policy)
     tenants = load_tenants(paths.tenants_file)
+    llm_tokenizers, text_tokenizers = load_tokenizers(config, paths)
     metrics = GatewayMetrics()
     profiles = {pool.name: scheduling.profile_of(pool.profile_name) for pool in config.pools}
-    llm_models = frozenset(m.name for m in config.models if m.kind is WorkloadKind.LLM)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        pool = WorkerPool.connect(worker_addresses(config), poll_interval_s, llm_models)
+        workers = transport(config, poll_interval_s)
         scheduler = build_scheduler(scheduling.scheduler, scheduling.limits)
-        dispatcher = Dispatcher(scheduler, pool, metrics, RequestStatusStore(), lambda: pool.views(profiles))
+        dispatcher = Dispatcher(scheduler, workers, metrics, RequestStatusStore(), lambda: workers.views(profiles))
         routing = RoutingTable.from_config(config)
-        state = GatewayState(config=config, tenants=tenants, pool=pool, metrics=metrics,
-                             scheduling=scheduling, dispatcher=dispatcher, routing=routing)
-        load_tokenizers(config, paths, state)
-        app.state.gateway = state
-        await pool.start()
-        pool.on_refresh.append(dispatcher.refresh_workers)
+        gateway = Gateway(
+            models=ModelCatalog(config, workers, llm_tokenizers, text_tokenizers), tenants=tenants,
+            transport=workers, dispatcher=dispatcher,
+            admission=AdmissionAdapter(dispatcher, scheduling.slo, routing), routing=routing,
+            scheduling=scheduling, metrics=metrics, idempotency=IdempotencyLedger())
+        app.state.gateway = gateway
+        await workers.start()
+        workers.on_refresh.append(dispatcher.refresh_workers)
         await dispatcher.start()
         poller = None
         if control_url is not None:
-            routing.on_change.append(lambda: _routes_changed(state))
+            routing.on_change.append(lambda: _routes_changed(gateway))
             poller = RoutingPoller(routing, f"{control_url.rstrip('/')}/admin/v1/routing",
                                    paths.admin_token_file.read_text().strip())
             await poller.start()
@@ -145,7 +166,7 @@ def create_app(paths: StackPaths, poll_interval_s: float = 1.0, policy: Policy |
             if poller is not None:
                 await poller.close()
             await dispatcher.close()
-            await pool.close()
+            await workers.close()
 
     app = FastAPI(title="Shunter gateway", version="0.1.0", lifespan=lifespan)
     for module in (openai, rerank, kserve, requests, health):

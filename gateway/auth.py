@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from gateway.context import idempotency_key
+from gateway.composition import gateway_of
+from gateway.context import idempotency_key, request_context
 from gateway.errors import AuthenticationError, InvalidRequestError
 from scheduling.tenants import Tenant
 
@@ -16,14 +17,16 @@ async def authenticate(request: Request) -> Tenant:
     scheme, _, key = header.partition(" ")
     if scheme.lower() != "bearer" or not key.strip():
         raise AuthenticationError("missing API key: send 'Authorization: Bearer <key>'")
-    tenant = request.app.state.gateway.tenants.authenticate(key.strip())
+    gateway = gateway_of(request)
+    tenant = gateway.tenants.authenticate(key.strip())
     if tenant is None:
         raise AuthenticationError("invalid API key")
-    request.scope["state"]["tenant"] = tenant.name
+    context = request_context(request)
+    context.tenant = tenant.name
     idempotency = idempotency_key(request.scope)
     if idempotency == "":
         raise InvalidRequestError("Idempotency-Key must be 1-255 visible ASCII characters", param="Idempotency-Key")
     if idempotency is not None:
-        request.scope["state"]["idempotency_key"] = idempotency
-        request.app.state.gateway.idempotency.remember(tenant.name, idempotency, request.scope["state"]["request_id"])
-    return tenant  # type: ignore[no-any-return]
+        context.idempotency_key = idempotency
+        gateway.idempotency.remember(tenant.name, idempotency, context.request_id)
+    return tenant

@@ -1,8 +1,9 @@
 """Per-request context: an unguessable request id on every response, the Idempotency-Key, and
 one outcome per request recorded in the metrics.
 
-A pure ASGI middleware (cheaper than Starlette's BaseHTTPMiddleware on the hot path). Handlers
-put ``model`` and, on failure, ``outcome`` into ``scope["state"]``; the middleware records
+A pure ASGI middleware (cheaper than Starlette's BaseHTTPMiddleware on the hot path) gives every
+HTTP request a typed ``RequestContext`` (``request_context(request)`` returns it). Handlers set
+its ``model`` and, on failure, its ``ending``; the middleware records
 ``shunter_requests{route, model, outcome}`` and the duration when the last body byte is sent, or
 ``cancelled`` when the client went away first. A request that the scheduler dispatched also gets
 ``x-queue-wait-ms`` (admission to dispatch), ``x-shunter-pool`` (where it ran) and
@@ -15,14 +16,39 @@ from __future__ import annotations
 
 import secrets
 import time
-from typing import Any
+from dataclasses import dataclass
 
+from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.metrics import GatewayMetrics
+from gateway.outcomes import CANCELLED, COMPLETED, Ending
+from scheduling.outcomes import Dispatch, Outcome
 
 REQUEST_ID_HEADER = b"x-request-id"
 _MAX_IDEMPOTENCY_KEY_CHARS = 255
+_SCOPE_KEY = "shunter"
+_UNOBSERVED_PATHS = ("/metrics", "/healthz", "/readyz")
+
+
+@dataclass
+class RequestContext:
+    """What the gateway learns about one HTTP request while serving it."""
+
+    request_id: str
+    tenant: str | None = None
+    model: str | None = None
+    model_version: int | None = None  # the version chosen for it (``routing.version_for``)
+    idempotency_key: str | None = None
+    dispatch: Dispatch | None = None  # set once the scheduler released it to a worker
+    ending: Ending | None = None  # set on failure (and by streams); None means "by HTTP status"
+    ttft_s: float | None = None  # time to first token, for streamed generations
+
+
+def request_context(connection: HTTPConnection) -> RequestContext:
+    """The context the middleware made for this request."""
+    context: RequestContext = connection.scope["state"][_SCOPE_KEY]
+    return context
 
 
 def new_request_id() -> str:
@@ -40,19 +66,20 @@ def idempotency_key(scope: Scope) -> str | None:
     return None
 
 
-def _dispatch_headers(state: dict[str, Any]) -> list[tuple[bytes, bytes]]:
-    dispatch = state.get("dispatch")
-    if dispatch is None:
+def _dispatch_headers(context: RequestContext) -> list[tuple[bytes, bytes]]:
+    if context.dispatch is None:
         return []
-    return [(b"x-queue-wait-ms", f"{dispatch.queue_wait_s * 1000:.1f}".encode()),
-            (b"x-shunter-pool", dispatch.pool.encode()),
-            (b"x-shunter-model-version", str(state.get("model_version", "")).encode())]
+    return [(b"x-queue-wait-ms", f"{context.dispatch.queue_wait_s * 1000:.1f}".encode()),
+            (b"x-shunter-pool", context.dispatch.pool.encode()),
+            (b"x-shunter-model-version", str(context.model_version or "").encode())]
 
 
-def _outcome(state: dict[str, Any], status: int) -> str:
-    if "outcome" in state:
-        return str(state["outcome"])
-    return "completed" if status < 400 else f"rejected(http_{status})"
+def _ending(context: RequestContext, status: int) -> Ending:
+    if context.ending is not None:
+        return context.ending
+    if status == 499:
+        return CANCELLED
+    return COMPLETED if status < 400 else Ending(Outcome.REJECTED, f"http_{status}")
 
 
 class RequestContextMiddleware:
@@ -64,9 +91,8 @@ class RequestContextMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request_id = new_request_id()
-        state = scope.setdefault("state", {})
-        state["request_id"] = request_id
+        context = RequestContext(new_request_id())
+        scope.setdefault("state", {})[_SCOPE_KEY] = context
         started = time.perf_counter()
         status = 500
         finished = False
@@ -76,8 +102,8 @@ class RequestContextMiddleware:
             if message["type"] == "http.response.start":
                 status = message["status"]
                 message.setdefault("headers", [])
-                message["headers"] = [*message["headers"], (REQUEST_ID_HEADER, request_id.encode()),
-                                      *_dispatch_headers(state)]
+                message["headers"] = [*message["headers"], (REQUEST_ID_HEADER, context.request_id.encode()),
+                                      *_dispatch_headers(context)]
             elif message["type"] == "http.response.body" and not message.get("more_body", False):
                 finished = True
             await send(message)
@@ -85,21 +111,20 @@ class RequestContextMiddleware:
         try:
             await self.app(scope, receive, send_with_id)
         finally:
-            self._observe(scope, state, status if finished else 499, started)
+            self._observe(scope, context, status if finished else 499, started)
 
-    def _observe(self, scope: Scope, state: dict[str, Any], status: int, started: float) -> None:
-        route = scope.get("route")
-        path = getattr(route, "path", None)
-        if path is None or path in ("/metrics", "/healthz", "/readyz"):
+    def _observe(self, scope: Scope, context: RequestContext, status: int, started: float) -> None:
+        path = getattr(scope.get("route"), "path", None)
+        if path is None or path in _UNOBSERVED_PATHS:
             return
-        model = str(state.get("model", ""))
-        outcome = "cancelled" if status == 499 and "outcome" not in state else _outcome(state, status)
-        self.metrics.requests.labels(path, model, outcome).inc()
+        model = context.model or ""
+        ending = _ending(context, status)
+        self.metrics.requests.labels(path, model, ending.label).inc()
         duration_s = time.perf_counter() - started
         self.metrics.duration_s.labels(path, model).observe(duration_s)
-        if "dispatch" in state and "model_version" in state:
-            version = str(state["model_version"])
-            self.metrics.version_requests.labels(model, version, outcome.partition("(")[0]).inc()
-            if outcome == "completed":
-                latency_s = float(state.get("ttft_s", duration_s))
+        if context.dispatch is not None and context.model_version is not None:
+            version = str(context.model_version)
+            self.metrics.version_requests.labels(model, version, ending.outcome.value).inc()
+            if ending.outcome is Outcome.COMPLETED:
+                latency_s = context.ttft_s if context.ttft_s is not None else duration_s
                 self.metrics.version_latency_s.labels(model, version).observe(latency_s)

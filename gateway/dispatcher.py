@@ -5,8 +5,8 @@ A handler calls ``acquire(request, client_gone)``: the request is admitted or re
 driver task releases it to a worker (a ``Ticket``), its deadline passes (504, never sent to a
 worker), it is shed (429), or the awaitable that ``client_gone()`` makes completes (the client
 disconnected: it leaves the queue at once). The handler ends the ticket exactly once, with
-``finish(outcome, generated_tokens)`` or ``finishing()``; that frees the worker's budget and wakes
-the driver.
+``finish(ending, generated_tokens)`` or ``finishing()``; that frees the worker's budget and wakes
+the driver. The ticket names the worker by id; the handler calls it through the ``Transport``.
 
 Each admission runs a scheduling pass at once; the driver task runs one on every finish and
 worker update, and otherwise at the earliest queued deadline, so expiry is late by no more than
@@ -25,8 +25,9 @@ from typing import Any
 
 from gateway.errors import ClientClosedError, DeadlineExceededError, GatewayError, UnavailableError, rejection_error
 from gateway.metrics import GatewayMetrics
+from gateway.outcomes import CANCELLED, COMPLETED, INTERNAL_FAILURE, Ending
 from gateway.request_status import RequestStatusStore
-from gateway.workers import Worker, WorkerPool
+from gateway.transport.protocol import Transport
 from scheduling.fair_queue import TIERS_IN_ORDER
 from scheduling.outcomes import Dispatch, Rejected, SchedulePlan
 from scheduling.requests import Request
@@ -40,11 +41,11 @@ DEPTH_INTERVAL_S = 0.5
 
 @dataclass
 class Ticket:
-    """A request released to ``worker``; ``finish`` it exactly once (later calls do nothing)."""
+    """A request released to a worker (``dispatch.worker_id``); ``finish`` it exactly once (later
+    calls do nothing)."""
 
     request: Request
     dispatch: Dispatch
-    worker: Worker
     _dispatcher: Dispatcher = field(repr=False)
     _finished: bool = False
     _first_output_seen: bool = False
@@ -55,35 +56,39 @@ class Ticket:
             self._first_output_seen = True
             self._dispatcher.first_output(self.request)
 
-    def finish(self, outcome: str, generated_tokens: int = 0) -> None:
+    @property
+    def worker_id(self) -> str:
+        return self.dispatch.worker_id
+
+    def finish(self, ending: Ending, generated_tokens: int = 0) -> None:
         if not self._finished:
             self._finished = True
-            self._dispatcher.finish(self.request, outcome, generated_tokens)
+            self._dispatcher.finish(self.request, ending, generated_tokens)
 
     @contextlib.contextmanager
     def finishing(self) -> Iterator[None]:
-        """Finish the ticket with the block's outcome: ``completed``, the error's label,
-        ``cancelled``, or ``failed(internal_error)`` for anything unexpected."""
+        """Finish the ticket with the block's ending: completed, the error's, cancelled, or
+        ``failed(internal_error)`` for anything unexpected."""
         try:
             yield
         except GatewayError as exc:
-            self.finish(exc.outcome_label)
+            self.finish(exc.ending)
             raise
         except asyncio.CancelledError:
-            self.finish("cancelled")
+            self.finish(CANCELLED)
             raise
         except BaseException:
-            self.finish("failed(internal_error)")
+            self.finish(INTERNAL_FAILURE)
             raise
-        self.finish("completed")
+        self.finish(COMPLETED)
 
 
 class Dispatcher:
-    def __init__(self, scheduler: Scheduler, pool: WorkerPool, metrics: GatewayMetrics,
+    def __init__(self, scheduler: Scheduler, transport: Transport, metrics: GatewayMetrics,
                  statuses: RequestStatusStore, views: Callable[[], list[WorkerView]],
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.scheduler = scheduler
-        self.pool = pool
+        self.transport = transport
         self.metrics = metrics
         self.statuses = statuses
         self._views = views
@@ -141,7 +146,7 @@ class Dispatcher:
                 await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
             dispatch = await future if future.done() or watcher is None else None
         except GatewayError as exc:  # expired or shed while queued
-            self._ended(request, exc.outcome_label)
+            self._ended(request, exc.ending)
             raise
         except BaseException:
             self._abandon(request, future)
@@ -153,11 +158,12 @@ class Dispatcher:
         if dispatch is None:
             self._abandon(request, future)
             raise ClientClosedError("the client closed the connection while the request was queued")
-        worker = self.pool.worker(dispatch.worker_id)
+        if not self.transport.has_worker(dispatch.worker_id):
+            raise self._worker_gone(request, dispatch.worker_id)
         self.statuses.dispatched(dispatch, dispatch.worker_id)
         self.metrics.queue_wait_s.labels(request.model, request.tier.value).observe(dispatch.queue_wait_s)
         self.metrics.in_flight.labels(request.model).inc()
-        return Ticket(request, dispatch, worker, self)
+        return Ticket(request, dispatch, self)
 
     def _abandon(self, request: Request, future: asyncio.Future[Dispatch]) -> None:
         """The waiter left (disconnect, cancellation): take it out of the queue or off its worker."""
@@ -166,19 +172,27 @@ class Dispatcher:
         else:
             future.cancel()
             self.scheduler.cancel(request.request_id, self.clock())
-        self._ended(request, "cancelled")
+        self._ended(request, CANCELLED)
         self._wake.set()
+
+    def _worker_gone(self, request: Request, worker_id: str) -> GatewayError:
+        """The worker the core chose left the configuration before the request reached it."""
+        error = UnavailableError(f"worker {worker_id} is gone", code="worker_gone", retry_after_s=1)
+        self.scheduler.complete(request.request_id, self.clock())
+        self._ended(request, error.ending)
+        self._wake.set()
+        return error
 
     def _rejected(self, request: Request, rejected: Rejected) -> GatewayError:
         error = rejection_error(rejected)
         self.metrics.rejections.labels(request.tier.value, rejected.reason.value).inc()
-        self._ended(request, error.outcome_label)
+        self._ended(request, error.ending)
         return error
 
-    def _ended(self, request: Request, outcome: str) -> None:
+    def _ended(self, request: Request, ending: Ending) -> None:
         self.metrics.version_holders.labels(request.model, str(request.model_version)).dec()
-        self.statuses.finished(request.request_id, outcome)
-        self.metrics.outcomes.labels(request.tier.value, outcome.partition("(")[0]).inc()
+        self.statuses.finished(request.request_id, ending.label)
+        self.metrics.outcomes.labels(request.tier.value, ending.outcome.value).inc()
 
     def first_output(self, request: Request) -> None:
         """Tell the core when a dispatched LLM request's first token came, which corrects its
@@ -186,10 +200,10 @@ class Dispatcher:
         self.scheduler.first_token(request.request_id, self.clock())
         self._wake.set()
 
-    def finish(self, request: Request, outcome: str, generated_tokens: int = 0) -> None:
+    def finish(self, request: Request, ending: Ending, generated_tokens: int = 0) -> None:
         self.scheduler.complete(request.request_id, self.clock(), generated_tokens)
         self.metrics.in_flight.labels(request.model).dec()
-        self._ended(request, outcome)
+        self._ended(request, ending)
         counter = self.scheduler.service_counters().get(request.tenant.name)
         if counter is not None:
             self.metrics.weighted_service.labels(request.tenant.name, request.tier.value).set(counter)

@@ -14,7 +14,7 @@
     ├── ClientClosedError             499 client_closed           (client went away; nobody reads it)
     └── UpstreamError                 502 upstream_error          (worker failed after retries)
 
-Every error carries the outcome label that metrics and the state store record.
+Every error carries the ``Ending`` (outcome and code) that metrics and the state store record.
 ``rejection_error`` maps the scheduler's ``Rejected`` decisions into this tree: the tenant's own
 quotas and tier shedding are 429, capacity (no worker, predicted SLO miss, full queue) 503, a
 request no GPU type can hold 400, residency 403; each with the reason code and its signals in the
@@ -29,14 +29,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from scheduling.outcomes import Rejected, RejectReason
+from gateway.outcomes import Ending
+from scheduling.outcomes import Outcome, Rejected, RejectReason
 
 
 class GatewayError(Exception):
     status = 500
     type = "server_error"
     code = "internal_error"
-    outcome = "failed"
+    outcome = Outcome.FAILED
 
     def __init__(self, message: str, *, param: str | None = None, code: str | None = None,
                  retry_after_s: int | None = None) -> None:
@@ -48,9 +49,9 @@ class GatewayError(Exception):
         self.retry_after_s = retry_after_s
 
     @property
-    def outcome_label(self) -> str:
-        """Low-cardinality outcome, e.g. ``rejected(invalid_request)``."""
-        return f"{self.outcome}({self.code})"
+    def ending(self) -> Ending:
+        """How a request that fails with this error ends, e.g. ``rejected(invalid_request)``."""
+        return Ending(self.outcome, self.code)
 
     def body(self) -> dict[str, Any]:
         return {"error": {"type": self.type, "code": self.code, "message": self.message,
@@ -64,7 +65,7 @@ class GatewayError(Exception):
 
 
 class InvalidRequestError(GatewayError):
-    status, type, code, outcome = 400, "invalid_request_error", "invalid_request", "rejected"
+    status, type, code, outcome = 400, "invalid_request_error", "invalid_request", Outcome.REJECTED
 
 
 class ContextLengthExceededError(InvalidRequestError):
@@ -72,35 +73,35 @@ class ContextLengthExceededError(InvalidRequestError):
 
 
 class UnprocessableError(GatewayError):
-    status, type, code, outcome = 422, "invalid_request_error", "invalid_type", "rejected"
+    status, type, code, outcome = 422, "invalid_request_error", "invalid_type", Outcome.REJECTED
 
 
 class AuthenticationError(GatewayError):
-    status, type, code, outcome = 401, "authentication_error", "invalid_api_key", "rejected"
+    status, type, code, outcome = 401, "authentication_error", "invalid_api_key", Outcome.REJECTED
 
 
 class PermissionDeniedError(GatewayError):
-    status, type, code, outcome = 403, "permission_error", "model_not_allowed", "rejected"
+    status, type, code, outcome = 403, "permission_error", "model_not_allowed", Outcome.REJECTED
 
 
 class ModelNotFoundError(GatewayError):
-    status, type, code, outcome = 404, "invalid_request_error", "model_not_found", "rejected"
+    status, type, code, outcome = 404, "invalid_request_error", "model_not_found", Outcome.REJECTED
 
 
 class RateLimitedError(GatewayError):
-    status, type, code, outcome = 429, "rate_limit_error", "rate_limited", "rejected"
+    status, type, code, outcome = 429, "rate_limit_error", "rate_limited", Outcome.REJECTED
 
 
 class UnavailableError(GatewayError):
-    status, type, code, outcome = 503, "service_unavailable", "pool_saturated", "rejected"
+    status, type, code, outcome = 503, "service_unavailable", "pool_saturated", Outcome.REJECTED
 
 
 class DeadlineExceededError(GatewayError):
-    status, type, code, outcome = 504, "timeout", "deadline_exceeded", "expired"
+    status, type, code, outcome = 504, "timeout", "deadline_exceeded", Outcome.EXPIRED
 
 
 class UpstreamError(GatewayError):
-    status, type, code, outcome = 502, "upstream_error", "worker_failed", "failed"
+    status, type, code, outcome = 502, "upstream_error", "worker_failed", Outcome.FAILED
 
 
 class PayloadTooLargeError(InvalidRequestError):
@@ -108,11 +109,11 @@ class PayloadTooLargeError(InvalidRequestError):
 
 
 class NotFoundError(GatewayError):
-    status, type, code, outcome = 404, "invalid_request_error", "request_not_found", "rejected"
+    status, type, code, outcome = 404, "invalid_request_error", "request_not_found", Outcome.REJECTED
 
 
 class ClientClosedError(GatewayError):
-    status, type, code, outcome = 499, "client_closed", "client_closed", "cancelled"
+    status, type, code, outcome = 499, "client_closed", "client_closed", Outcome.CANCELLED
 
 
 _REJECTION_CLASSES: dict[RejectReason, type[GatewayError]] = {

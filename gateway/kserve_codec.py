@@ -18,16 +18,10 @@ import orjson
 from tritonclient.utils import deserialize_bytes_tensor, serialize_byte_tensor, triton_to_np_dtype
 
 from gateway.errors import InvalidRequestError
+from gateway.transport.protocol import Tensor
 
 DATATYPES = {"BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
              "FP16", "FP32", "FP64", "BYTES"}
-
-
-@dataclass(frozen=True)
-class Tensor:
-    name: str
-    datatype: str
-    array: np.ndarray
 
 
 @dataclass(frozen=True)

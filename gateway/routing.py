@@ -6,7 +6,7 @@ address, ``RoutingPoller`` replaces it from ``GET /admin/v1/routing`` every ``in
 change of alias or weights reaches new requests within that interval plus one poll; no restart).
 If control is unreachable the table keeps its last known routes: serving continues on what was
 live. ``version_for`` picks the version for one HTTP request once and remembers it in the
-request's scope, so the cache key, the scheduler's placement and the Triton call all agree.
+request's context, so the cache key, the scheduler's placement and the Triton call all agree.
 """
 
 from __future__ import annotations
@@ -18,15 +18,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from fastapi import Request as HttpRequest
 
+from gateway.context import RequestContext
 from gateway.periodic import start_periodic, stop
 from scheduling.tenants import Tenant
 from scheduling.traffic_split import StickyTo, TrafficSplit
 from settings.stack import StackConfig
 
 log = logging.getLogger(__name__)
-_SCOPE_KEY = "model_version"
 
 
 @dataclass
@@ -54,14 +53,11 @@ class RoutingTable:
             callback()
 
 
-def version_for(table: RoutingTable, http_request: HttpRequest, tenant: Tenant, model: str) -> int:
-    """The version serving this HTTP request, chosen on first call and then remembered."""
-    scope_state = http_request.scope.setdefault("state", {})
-    version = scope_state.get(_SCOPE_KEY)
-    if version is None:
-        version = table.choose(model, scope_state.get("request_id", ""), tenant.name)
-        scope_state[_SCOPE_KEY] = version
-    return int(version)
+def version_for(table: RoutingTable, context: RequestContext, tenant: Tenant, model: str) -> int:
+    """The version serving this request, chosen on first call and then remembered in its context."""
+    if context.model_version is None:
+        context.model_version = table.choose(model, context.request_id, tenant.name)
+    return context.model_version
 
 
 def parse_routes(body: Any) -> tuple[int, dict[str, TrafficSplit]]:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from control.paths import StackPaths
+from settings.paths import StackPaths
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 

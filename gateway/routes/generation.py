@@ -17,6 +17,9 @@ import orjson
 from fastapi import Request as HttpRequest
 from sse_starlette import ServerSentEvent
 
+from gateway.admission import client_gone
+from gateway.composition import Gateway
+from gateway.context import RequestContext
 from gateway.dispatcher import Ticket
 from gateway.errors import (
     ClientClosedError,
@@ -25,10 +28,9 @@ from gateway.errors import (
     InvalidRequestError,
     UpstreamError,
 )
-from gateway.llm import GenerationRequest, TextChunk, stream_generation
-from gateway.scheduled import client_gone
+from gateway.outcomes import CANCELLED, COMPLETED, Ending
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, as_list
-from gateway.state import GatewayState
+from gateway.transport.protocol import GenerationRequest, TextChunk, Transport
 from scheduling.prediction.prefix_reuse import PromptPrefixes
 from scheduling.tenants import Tenant
 from settings.stack import ModelSpec
@@ -44,14 +46,19 @@ class Call:
     generation: GenerationRequest
     created: int
     ticket: Ticket
+    transport: Transport
 
     async def chunks(self) -> AsyncIterator[TextChunk]:
         """The generation's chunks; the first one tells the scheduler the prompt is prefilled
-        (``Ticket.first_output`` acts once)."""
-        async for chunk in stream_generation(self.ticket.worker, self.model.name, self.request_id,
-                                             self.generation, version=self.ticket.request.model_version):
-            self.ticket.first_output()
-            yield chunk
+        (``Ticket.first_output`` acts once). Closing this iterator cancels the generation."""
+        stream = self.transport.generate(self.ticket.worker_id, self.model.name, self.ticket.request.model_version,
+                                         self.request_id, self.generation)
+        try:
+            async for chunk in stream:
+                self.ticket.first_output()
+                yield chunk
+        finally:
+            await stream.aclose()
 
 
 def check_unsupported(body: ChatCompletionRequest | CompletionRequest) -> None:
@@ -61,10 +68,10 @@ def check_unsupported(body: ChatCompletionRequest | CompletionRequest) -> None:
         raise InvalidRequestError("logprobs are not supported", param="logprobs")
 
 
-def build_generation(state: GatewayState, model: ModelSpec, tenant: Tenant, prompt: str,
+def build_generation(gateway: Gateway, model: ModelSpec, tenant: Tenant, prompt: str,
                      body: ChatCompletionRequest | CompletionRequest, max_tokens: int | None) -> GenerationRequest:
     """Count the prompt with the model's tokenizer and fit the request into its context."""
-    tokens = state.llm_tokenizers[model.name].tokens(prompt)
+    tokens = gateway.models.llm_tokenizers[model.name].tokens(prompt)
     prompt_tokens = len(tokens)
     room = model.context_tokens - prompt_tokens
     if room < 1 or (max_tokens is not None and max_tokens > room):
@@ -81,13 +88,13 @@ def build_generation(state: GatewayState, model: ModelSpec, tenant: Tenant, prom
         max_tokens=max_tokens if max_tokens is not None else min(model.default_max_tokens, room),
         temperature=body.temperature, top_p=body.top_p, top_k=body.top_k, seed=body.seed,
         stop=stop, priority=tenant.tier.triton_priority,
-        prefixes=PromptPrefixes.of(tokens) if _reuses_prefixes(state, model.name) else None,
+        prefixes=PromptPrefixes.of(tokens) if _reuses_prefixes(gateway, model.name) else None,
     )
 
 
-def _reuses_prefixes(state: GatewayState, model: str) -> bool:
+def _reuses_prefixes(gateway: Gateway, model: str) -> bool:
     """Whether the scheduler predicts prefix reuse for ``model`` (else its prompt is not hashed)."""
-    limits = state.scheduling.limits.get(model)
+    limits = gateway.scheduling.limits.get(model)
     return limits is not None and limits.prefix_reuse
 
 
@@ -96,29 +103,30 @@ def usage(chunk: TextChunk) -> dict[str, int]:
             "total_tokens": chunk.prompt_tokens + chunk.completion_tokens}
 
 
-async def collect(state: GatewayState, call: Call) -> tuple[str, TextChunk]:
+async def collect(gateway: Gateway, call: Call) -> tuple[str, TextChunk]:
     """Run a call to completion; return the whole text and the final chunk. Ends the call's ticket."""
     parts: list[str] = []
     last: TextChunk | None = None
-    outcome = "cancelled"
+    ending: Ending = CANCELLED
     try:
         async for chunk in call.chunks():
             parts.append(chunk.text)
             last = chunk
-        assert last is not None  # stream_generation ends only on a chunk with finish_reason
-        record_tokens(state, call, last)
-        outcome = "completed"
+        if last is None or last.finish_reason is None:
+            raise UpstreamError(f"model {call.model.name} ended the generation without a finish reason")
+        record_tokens(gateway, call, last)
+        ending = COMPLETED
         return "".join(parts), last
     except GatewayError as exc:
-        outcome = exc.outcome_label
+        ending = exc.ending
         raise
     finally:
-        call.ticket.finish(outcome, last.completion_tokens if last is not None else 0)
+        call.ticket.finish(ending, last.completion_tokens if last is not None else 0)
 
 
-async def collect_unless_gone(http_request: HttpRequest, state: GatewayState, call: Call) -> tuple[str, TextChunk]:
+async def collect_unless_gone(http_request: HttpRequest, gateway: Gateway, call: Call) -> tuple[str, TextChunk]:
     """``collect``, cancelled (and the Triton request with it) when the client disconnects."""
-    task = asyncio.ensure_future(collect(state, call))
+    task = asyncio.ensure_future(collect(gateway, call))
     gone = asyncio.ensure_future(client_gone(http_request.receive))
     try:
         racing: set[asyncio.Future[Any]] = {task, gone}
@@ -134,8 +142,8 @@ async def collect_unless_gone(http_request: HttpRequest, state: GatewayState, ca
     return task.result()
 
 
-def record_tokens(state: GatewayState, call: Call, last: TextChunk) -> None:
-    tokens = state.metrics.tokens
+def record_tokens(gateway: Gateway, call: Call, last: TextChunk) -> None:
+    tokens = gateway.metrics.tokens
     tokens.labels(call.tenant.name, call.model.name, "prompt").inc(last.prompt_tokens)
     tokens.labels(call.tenant.name, call.model.name, "completion").inc(last.completion_tokens)
 
@@ -146,14 +154,14 @@ def sse(data: dict[str, Any] | str) -> ServerSentEvent:
 
 
 async def sse_stream(
-    state: GatewayState, call: Call, scope_state: dict[str, Any],
+    gateway: Gateway, call: Call, context: RequestContext,
     first_chunk: dict[str, Any] | None, make_chunk: Callable[[TextChunk], dict[str, Any]],
     include_usage: bool, usage_chunk: Callable[[dict[str, int]], dict[str, Any]],
 ) -> AsyncIterator[ServerSentEvent]:
     """The SSE body of a streamed call: chunks, optional usage, ``[DONE]``; or an error event.
     Ends the call's ticket with the outcome and the tokens generated."""
     first_token_seen = False
-    outcome, generated = "cancelled", 0
+    ending, generated = CANCELLED, 0
     try:
         if first_chunk is not None:
             yield sse(first_chunk)
@@ -161,23 +169,23 @@ async def sse_stream(
             generated = chunk.completion_tokens
             if chunk.text and not first_token_seen:
                 first_token_seen = True
-                ttft_s = state.dispatcher.clock() - call.ticket.request.arrival_s
-                state.metrics.ttft_s.labels(call.model.name, call.tenant.tier.value).observe(ttft_s)
-                scope_state["ttft_s"] = ttft_s
+                ttft_s = gateway.dispatcher.clock() - call.ticket.request.arrival_s
+                gateway.metrics.ttft_s.labels(call.model.name, call.tenant.tier.value).observe(ttft_s)
+                context.ttft_s = ttft_s
             if chunk.text or chunk.finish_reason is not None:
                 yield sse(make_chunk(chunk))
             if chunk.finish_reason is not None:
-                record_tokens(state, call, chunk)
+                record_tokens(gateway, call, chunk)
                 if include_usage:
                     yield sse(usage_chunk(usage(chunk)))
         yield sse("[DONE]")
-        outcome = "completed"
+        ending = COMPLETED
     except GatewayError as exc:
-        outcome = scope_state["outcome"] = exc.outcome_label
+        ending = context.ending = exc.ending
         yield sse(exc.body())
     except Exception:  # never cut a stream without telling the client why
         failure = UpstreamError(f"generation on model {call.model.name} failed")
-        outcome = scope_state["outcome"] = failure.outcome_label
+        ending = context.ending = failure.ending
         yield sse(failure.body())
     finally:
-        call.ticket.finish(outcome, generated)
+        call.ticket.finish(ending, generated)

@@ -7,16 +7,16 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from gateway.composition import gateway_of
 from gateway.responses import JSONResponse
-from gateway.state import GatewayState
 
 router = APIRouter()
 
 
 def _readiness(request: Request) -> tuple[bool, dict[str, bool]]:
-    state: GatewayState = request.app.state.gateway
-    ready = state.pool.ready_models()
-    models = {m.name: m.name in ready for m in state.served_models()}
+    gateway = gateway_of(request)
+    ready = gateway.transport.ready_models()
+    models = {m.name: m.name in ready for m in gateway.models.served_models()}
     return bool(models) and all(models.values()), models
 
 
@@ -48,10 +48,11 @@ async def v2_server_metadata() -> Any:
 
 @router.get("/metrics")
 async def metrics(request: Request) -> Response:
-    state: GatewayState = request.app.state.gateway
-    for worker in state.pool.workers:
-        for model in worker.address.models:
-            state.metrics.worker_ready.labels(worker.address.name, model).set(model in worker.ready_models)
-        state.metrics.worker_streams.labels(worker.address.name, "opened").set(worker.streams.opened)
-        state.metrics.worker_streams.labels(worker.address.name, "idle").set(worker.streams.idle)
-    return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    gateway = gateway_of(request)
+    metrics = gateway.metrics
+    for worker in gateway.transport.workers():
+        for model in worker.models:
+            metrics.worker_ready.labels(worker.name, model).set(model in worker.ready_models)
+        metrics.worker_streams.labels(worker.name, "opened").set(worker.streams_opened)
+        metrics.worker_streams.labels(worker.name, "idle").set(worker.streams_idle)
+    return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)

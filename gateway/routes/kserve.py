@@ -1,26 +1,24 @@
 """KServe v2 routes (the protocol ``tritonclient.http`` speaks) for the batched models.
 
-Requests are decoded by ``kserve_codec`` (JSON and Triton's binary tensor extension), forwarded
-to a worker over gRPC with the tenant's priority, and encoded back in the form the client asked
-for. Decoupled (streaming) models are served by the OpenAI routes instead.
+Requests are decoded by ``kserve_codec`` (JSON and Triton's binary tensor extension), admitted
+and scheduled like every inference, forwarded through the transport to the worker the scheduler
+chose with the tenant's priority, and encoded back in the form the client asked for. Decoupled
+(streaming) models are served by the OpenAI routes instead.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-import tritonclient.grpc.aio as grpcclient
 from fastapi import APIRouter, Depends, Request, Response
-from tritonclient.utils import InferenceServerException
 
 from gateway.auth import authenticate
+from gateway.composition import Gateway, gateway_of
+from gateway.context import request_context
 from gateway.errors import InvalidRequestError, ModelNotFoundError, PayloadTooLargeError
-from gateway.kserve_codec import Tensor, decode_request, encode_response
+from gateway.kserve_codec import decode_request, encode_response
 from gateway.responses import JSONResponse
 from gateway.routing import version_for
-from gateway.scheduled import admit
-from gateway.state import GatewayState
-from gateway.workers import map_triton_error
 from scheduling.tenants import Tenant
 from settings.stack import ModelSpec, WorkloadKind
 
@@ -32,19 +30,20 @@ HEADER_LENGTH = "inference-header-content-length"
 
 
 def _resolve(request: Request, tenant: Tenant, name: str, version: str | None,
-             kinds: set[WorkloadKind]) -> tuple[GatewayState, ModelSpec, int]:
+             kinds: set[WorkloadKind]) -> tuple[Gateway, ModelSpec, int]:
     """The model, and the version serving this request: the one named in the path (it must be
     live), else the one the traffic split picks."""
-    state: GatewayState = request.app.state.gateway
-    request.scope["state"]["model"] = name
-    spec = state.model_for(name, kinds, tenant)
+    gateway = gateway_of(request)
+    context = request_context(request)
+    context.model = name
+    spec = gateway.models.model_for(name, kinds, tenant)
     if version is None:
-        return state, spec, version_for(state.routing, request, tenant, spec.name)
-    live = state.routing.live_versions().get(spec.name, frozenset())
+        return gateway, spec, version_for(gateway.routing, context, tenant, spec.name)
+    live = gateway.routing.live_versions().get(spec.name, frozenset())
     if not version.isdigit() or int(version) not in live:
         raise ModelNotFoundError(f"model '{name}' has no version {version} being served", param="version")
-    request.scope["state"]["model_version"] = int(version)
-    return state, spec, int(version)
+    context.model_version = int(version)
+    return gateway, spec, int(version)
 
 
 async def _read_body(request: Request) -> tuple[bytes, int | None]:
@@ -61,28 +60,16 @@ async def _read_body(request: Request) -> tuple[bytes, int | None]:
 
 
 async def _infer(request: Request, tenant: Tenant, name: str, version: str | None) -> Response:
-    state, spec, served_version = _resolve(request, tenant, name, version, BATCHED_KINDS)
+    gateway, spec, served_version = _resolve(request, tenant, name, version, BATCHED_KINDS)
     body, header_length = await _read_body(request)
     decoded = decode_request(body, header_length)
-    inputs = []
-    for tensor in decoded.inputs:
-        infer_input = grpcclient.InferInput(tensor.name, list(tensor.array.shape), tensor.datatype)
-        infer_input.set_data_from_numpy(tensor.array)
-        inputs.append(infer_input)
-    outputs = [grpcclient.InferRequestedOutput(n) for n in decoded.outputs] or None
     first = decoded.inputs[0].array if decoded.inputs else None
     rows = int(first.shape[0]) if first is not None and first.ndim and spec.batching.max_batch_size else 1
-    ticket = await admit(state, request, tenant, spec, prefill_tokens=0, rows=max(1, rows))
+    ticket = await gateway.admission.admit(request, tenant, spec, prefill_tokens=0, rows=max(1, rows))
     with ticket.finishing():
-        try:
-            result = await ticket.worker.client.infer(
-                spec.name, inputs, model_version=str(served_version), outputs=outputs,
-                request_id=request.scope["state"]["request_id"],
-                priority=tenant.tier.triton_priority, client_timeout=60.0)
-        except InferenceServerException as exc:
-            raise map_triton_error(exc, spec.name) from exc
-    response = result.get_response()
-    tensors = [Tensor(o.name, o.datatype, result.as_numpy(o.name)) for o in response.outputs]
+        tensors = await gateway.transport.infer_tensors(
+            ticket.worker_id, spec.name, served_version, decoded.inputs, decoded.outputs,
+            tenant.tier.triton_priority, ticket.request.request_id)
     binary = {t.name for t in tensors if t.name in decoded.binary_outputs
               or (decoded.binary_default and t.name not in decoded.outputs)}
     payload, json_length = encode_response(spec.name, str(served_version), decoded.id, tensors, binary)
@@ -102,17 +89,13 @@ async def infer_version(name: str, version: str, request: Request, tenant: Tenan
 
 
 async def _metadata(request: Request, tenant: Tenant, name: str, version: str | None) -> Any:
-    state, spec, served_version = _resolve(request, tenant, name, version, set())
-    async with state.pool.lease(spec.name, tenant.allowed_regions) as worker:
-        try:
-            meta = await worker.client.get_model_metadata(spec.name, str(served_version), as_json=True,
-                                                          client_timeout=10.0)
-        except InferenceServerException as exc:
-            raise map_triton_error(exc, spec.name) from exc
+    gateway, spec, served_version = _resolve(request, tenant, name, version, set())
+    meta = await gateway.transport.model_metadata(spec.name, served_version, tenant.allowed_regions)
+
     def tensors(key: str) -> list[dict[str, Any]]:
         return [{"name": t["name"], "datatype": t["datatype"], "shape": [int(d) for d in t["shape"]]}
                 for t in meta.get(key, [])]
-    live = sorted(state.routing.live_versions().get(spec.name, {served_version}))
+    live = sorted(gateway.routing.live_versions().get(spec.name, {served_version}))
     return JSONResponse({"name": spec.name, "versions": [str(v) for v in live], "platform": meta.get("platform", ""),
                            "inputs": tensors("inputs"), "outputs": tensors("outputs")})
 
@@ -129,6 +112,6 @@ async def model_version_metadata(name: str, version: str, request: Request, tena
 
 @router.get("/models/{name}/ready")
 async def model_ready(name: str, request: Request, tenant: TenantDep) -> Response:
-    state, spec, _ = _resolve(request, tenant, name, None, set())
-    ready = spec.name in state.pool.ready_models()
+    gateway, spec, _ = _resolve(request, tenant, name, None, set())
+    ready = spec.name in gateway.transport.ready_models()
     return Response(status_code=200 if ready else 400)

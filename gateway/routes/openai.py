@@ -14,7 +14,10 @@ from starlette.background import BackgroundTask
 
 from gateway.auth import authenticate
 from gateway.batched import run_batched, text_rows
+from gateway.composition import Gateway, gateway_of
+from gateway.context import request_context
 from gateway.errors import ContextLengthExceededError, InvalidRequestError
+from gateway.outcomes import CANCELLED
 from gateway.responses import JSONResponse
 from gateway.routes.generation import (
     Call,
@@ -25,19 +28,13 @@ from gateway.routes.generation import (
     usage,
 )
 from gateway.routing import version_for
-from gateway.scheduled import admit
 from gateway.schemas import ChatCompletionRequest, ChatMessage, CompletionRequest, EmbeddingRequest, as_list
-from gateway.state import GatewayState
 from scheduling.tenants import Tenant
 from settings.stack import ModelSpec, WorkloadKind
 
 router = APIRouter(prefix="/v1")
 TenantDep = Annotated[Tenant, Depends(authenticate)]
 SSE_PING_S = 15
-
-
-def _state(request: Request) -> GatewayState:
-    return request.app.state.gateway  # type: ignore[no-any-return]
 
 
 def _message_text(message: ChatMessage, index: int) -> str:
@@ -53,36 +50,37 @@ def _message_text(message: ChatMessage, index: int) -> str:
 
 
 def _llm(request: Request, tenant: Tenant, name: str) -> ModelSpec:
-    request.scope["state"]["model"] = name
-    return _state(request).model_for(name, {WorkloadKind.LLM}, tenant)
+    request_context(request).model = name
+    return gateway_of(request).models.model_for(name, {WorkloadKind.LLM}, tenant)
 
 
 async def _start_call(request: Request, tenant: Tenant, model: ModelSpec,
                       body: ChatCompletionRequest | CompletionRequest, prompt: str, max_tokens: int | None) -> Call:
     """Validate, admit and wait for a worker before anything is streamed, so that a rejection or
     an expired deadline is an HTTP status, not an event in a stream."""
-    state = _state(request)
+    gateway = gateway_of(request)
     check_unsupported(body)
-    generation = build_generation(state, model, tenant, prompt, body, max_tokens)
-    ticket = await admit(state, request, tenant, model, generation.prompt_tokens, generation.max_tokens,
-                         prefixes=generation.prefixes)
-    return Call(request.scope["state"]["request_id"], tenant, model, generation, int(time.time()), ticket)
+    generation = build_generation(gateway, model, tenant, prompt, body, max_tokens)
+    ticket = await gateway.admission.admit(request, tenant, model, generation.prompt_tokens, generation.max_tokens,
+                                           prefixes=generation.prefixes)
+    return Call(request_context(request).request_id, tenant, model, generation, int(time.time()), ticket,
+                gateway.transport)
 
 
 def _event_stream(stream: Any, call: Call) -> EventSourceResponse:
     # The background task ends the ticket if the stream never started (client gone at once).
     return EventSourceResponse(stream, ping=SSE_PING_S, sep="\n",
-                               background=BackgroundTask(call.ticket.finish, "cancelled"))
+                               background=BackgroundTask(call.ticket.finish, CANCELLED))
 
 
 @router.post("/chat/completions")
 async def chat_completions(body: ChatCompletionRequest, request: Request, tenant: TenantDep) -> Any:
-    state = _state(request)
+    gateway = gateway_of(request)
     model = _llm(request, tenant, body.model)
     messages = [{"role": "system" if m.role == "developer" else m.role, "content": _message_text(m, i)}
                 for i, m in enumerate(body.messages)]
     try:
-        prompt = state.llm_tokenizers[model.name].apply_chat_template(messages)
+        prompt = gateway.models.llm_tokenizers[model.name].apply_chat_template(messages)
     except jinja2.TemplateError as exc:  # the model's own template rejects this conversation
         raise InvalidRequestError(f"the model's chat template rejects these messages: {exc}",
                                   param="messages") from exc
@@ -98,10 +96,10 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, tenant
         first = {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
                                       "logprobs": None, "finish_reason": None}]}
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        stream = sse_stream(state, call, request.scope["state"], first, make_chunk, include_usage,
+        stream = sse_stream(gateway, call, request_context(request), first, make_chunk, include_usage,
                             lambda u: {**base, "choices": [], "usage": u})
         return _event_stream(stream, call)
-    text, last = await collect_unless_gone(request, state, call)
+    text, last = await collect_unless_gone(request, gateway, call)
     return JSONResponse({
         "id": chunk_id, "object": "chat.completion", "created": call.created, "model": body.model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
@@ -126,10 +124,10 @@ async def completions(body: CompletionRequest, request: Request, tenant: TenantD
                                           "finish_reason": chunk.finish_reason}]}
 
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        stream = sse_stream(_state(request), call, request.scope["state"], None, make_chunk,
+        stream = sse_stream(gateway_of(request), call, request_context(request), None, make_chunk,
                             include_usage, lambda u: {**base, "choices": [], "usage": u})
         return _event_stream(stream, call)
-    text, last = await collect_unless_gone(request, _state(request), call)
+    text, last = await collect_unless_gone(request, gateway_of(request), call)
     return JSONResponse({
         **base,
         "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": last.finish_reason}],
@@ -139,42 +137,43 @@ async def completions(body: CompletionRequest, request: Request, tenant: TenantD
 
 @router.post("/embeddings")
 async def embeddings(body: EmbeddingRequest, request: Request, tenant: TenantDep) -> Any:
-    state = _state(request)
-    request.scope["state"]["model"] = body.model
-    model = state.model_for(body.model, {WorkloadKind.EMBEDDING}, tenant)
+    gateway = gateway_of(request)
+    request_context(request).model = body.model
+    model = gateway.models.model_for(body.model, {WorkloadKind.EMBEDDING}, tenant)
     texts = as_list(body.input)
     if any(not t for t in texts):
         raise InvalidRequestError("inputs must be non-empty strings", param="input")
-    counts = state.text_tokenizers[model.name].counts(texts)
+    counts = gateway.models.text_tokenizers[model.name].counts(texts)
     too_long = [i for i, n in enumerate(counts) if n > model.context_tokens]
     if too_long:
         raise ContextLengthExceededError(
             f"input {too_long[0]} has {counts[too_long[0]]} tokens; this model takes at most "
             f"{model.context_tokens}", param="input")
-    vectors = await _embed(state, request, tenant, model, texts, counts)
+    vectors = await _embed(gateway, request, tenant, model, texts, counts)
     if body.dimensions is not None and body.dimensions != vectors.shape[1]:
         raise InvalidRequestError(f"this model has {vectors.shape[1]} dimensions", param="dimensions")
     data = [{"object": "embedding", "index": i, "embedding": _encode_vector(v, body.encoding_format)}
             for i, v in enumerate(vectors)]
     total = sum(counts)
-    state.metrics.tokens.labels(tenant.name, model.name, "prompt").inc(total)
+    gateway.metrics.tokens.labels(tenant.name, model.name, "prompt").inc(total)
     return JSONResponse({"object": "list", "data": data, "model": body.model,
                            "usage": {"prompt_tokens": total, "total_tokens": total}})
 
 
-async def _embed(state: GatewayState, request: Request, tenant: Tenant, model: ModelSpec,
+async def _embed(gateway: Gateway, request: Request, tenant: Tenant, model: ModelSpec,
                  texts: list[str], counts: list[int]) -> np.ndarray:
     """Vectors for ``texts``: the tenant's cached rows, the rest computed (and then cached)."""
-    cache = state.cache_for(model)
-    version = version_for(state.routing, request, tenant, model.name)
+    cache = gateway.models.cache_for(model)
+    version = version_for(gateway.routing, request_context(request), tenant, model.name)
     found = cache.lookup(tenant.name, model.name, version, texts) if cache else [None] * len(texts)
     missing = [i for i, row in enumerate(found) if row is None]
     if cache is not None:
-        state.metrics.cache_rows.labels(model.name, "hit").inc(len(texts) - len(missing))
-        state.metrics.cache_rows.labels(model.name, "miss").inc(len(missing))
+        gateway.metrics.cache_rows.labels(model.name, "hit").inc(len(texts) - len(missing))
+        gateway.metrics.cache_rows.labels(model.name, "miss").inc(len(missing))
     if missing:
         todo = [texts[i] for i in missing]
-        result = await run_batched(state, request, tenant, model, {"text": text_rows(todo)}, ["embedding"],
+        result = await run_batched(gateway.admission, gateway.transport, request, tenant, model,
+                                   {"text": text_rows(todo)}, ["embedding"],
                                    prefill_tokens=sum(counts[i] for i in missing))
         computed = result["embedding"]
         if cache is not None:
@@ -192,10 +191,10 @@ def _encode_vector(vector: np.ndarray, encoding_format: str) -> Any:
 
 @router.get("/models")
 async def list_models(request: Request, tenant: TenantDep) -> Any:
-    state = _state(request)
-    models = [m for m in state.served_models() if tenant.may_use_model(m.name)]
+    gateway = gateway_of(request)
+    models = [m for m in gateway.models.served_models() if tenant.may_use_model(m.name)]
     return JSONResponse({"object": "list", "data": [
         {"id": m.name, "object": "model", "created": 0, "owned_by": "shunter",
-         "kind": m.kind.value, "versions": sorted(state.routing.live_versions().get(m.name, {m.version}))}
+         "kind": m.kind.value, "versions": sorted(gateway.routing.live_versions().get(m.name, {m.version}))}
         for m in models
     ]})

@@ -9,10 +9,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 
 from gateway.auth import authenticate
+from gateway.composition import gateway_of
+from gateway.dispatcher import Dispatcher
 from gateway.errors import NotFoundError
 from gateway.request_status import RequestRecord
 from gateway.responses import JSONResponse
-from gateway.state import GatewayState
 from scheduling.tenants import Tenant
 
 router = APIRouter(prefix="/v1")
@@ -21,27 +22,27 @@ router = APIRouter(prefix="/v1")
 @router.get("/requests/{request_id}")
 async def request_status(request_id: str, request: Request,
                          tenant: Annotated[Tenant, Depends(authenticate)]) -> Any:
-    state: GatewayState = request.app.state.gateway
-    record = state.dispatcher.statuses.get(request_id, tenant.name)
+    dispatcher = gateway_of(request).dispatcher
+    record = dispatcher.statuses.get(request_id, tenant.name)
     if record is None:
         raise NotFoundError(f"no request '{request_id}' for your tenant", param="request_id")
-    return JSONResponse(_describe(state, record))
+    return JSONResponse(_describe(dispatcher, record))
 
 
 @router.get("/requests")
 async def list_requests(request: Request, tenant: Annotated[Tenant, Depends(authenticate)],
                         status: Annotated[str | None, Query(max_length=32)] = None,
                         limit: Annotated[int, Query(ge=1, le=100)] = 20) -> Any:
-    state: GatewayState = request.app.state.gateway
-    records = state.dispatcher.statuses.recent(tenant.name, status, limit)
-    return JSONResponse({"object": "list", "data": [_describe(state, r) for r in records]})
+    dispatcher = gateway_of(request).dispatcher
+    records = dispatcher.statuses.recent(tenant.name, status, limit)
+    return JSONResponse({"object": "list", "data": [_describe(dispatcher, r) for r in records]})
 
 
-def _describe(state: GatewayState, record: RequestRecord) -> dict[str, Any]:
+def _describe(dispatcher: Dispatcher, record: RequestRecord) -> dict[str, Any]:
     body = record.public()
     if record.status == "queued":
-        now = state.dispatcher.clock()
-        place = state.dispatcher.scheduler.status(record.request_id, now)
+        now = dispatcher.clock()
+        place = dispatcher.scheduler.status(record.request_id, now)
         if place is not None:
             body["queue_position"] = place.position
             estimate = place.estimated_start_s - now

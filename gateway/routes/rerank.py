@@ -9,10 +9,11 @@ from fastapi import APIRouter, Depends, Request
 
 from gateway.auth import authenticate
 from gateway.batched import run_batched, text_rows
+from gateway.composition import gateway_of
+from gateway.context import request_context
 from gateway.errors import ContextLengthExceededError
 from gateway.responses import JSONResponse
 from gateway.schemas import RerankRequest
-from gateway.state import GatewayState
 from scheduling.tenants import Tenant
 from settings.stack import WorkloadKind
 
@@ -22,18 +23,19 @@ router = APIRouter(prefix="/v1")
 @router.post("/rerank")
 async def rerank(body: RerankRequest, request: Request,
                  tenant: Annotated[Tenant, Depends(authenticate)]) -> Any:
-    state: GatewayState = request.app.state.gateway
-    request.scope["state"]["model"] = body.model
-    model = state.model_for(body.model, {WorkloadKind.RERANK}, tenant)
+    gateway = gateway_of(request)
+    context = request_context(request)
+    context.model = body.model
+    model = gateway.models.model_for(body.model, {WorkloadKind.RERANK}, tenant)
     documents = [d if isinstance(d, str) else d.text for d in body.documents]
-    counts = state.text_tokenizers[model.name].counts([body.query, *documents])
+    counts = gateway.models.text_tokenizers[model.name].counts([body.query, *documents])
     if counts[0] > model.context_tokens:
         raise ContextLengthExceededError(
             f"the query has {counts[0]} tokens; this model takes at most {model.context_tokens}",
             param="query")
     pair_tokens = counts[0] * len(documents) + sum(counts[1:])
     result = await run_batched(
-        state, request, tenant, model,
+        gateway.admission, gateway.transport, request, tenant, model,
         {"query": text_rows([body.query] * len(documents)), "document": text_rows(documents)},
         ["score"], prefill_tokens=pair_tokens)
     scores = result["score"].reshape(-1)
@@ -44,5 +46,5 @@ async def rerank(body: RerankRequest, request: Request,
         if body.return_documents:
             entry["document"] = {"text": documents[index]}
         results.append(entry)
-    return JSONResponse({"id": request.scope["state"]["request_id"], "model": body.model,
+    return JSONResponse({"id": context.request_id, "model": body.model,
                            "results": results})

@@ -12,7 +12,7 @@ def test_error_body_is_the_openai_shape() -> None:
     assert error.status == 400
     assert error.body() == {"error": {"type": "invalid_request_error", "code": "context_length_exceeded",
                                       "message": "too long", "param": "messages"}}
-    assert error.outcome_label == "rejected(context_length_exceeded)"
+    assert error.ending.label == "rejected(context_length_exceeded)"
 
 
 def test_retryable_errors_carry_retry_after() -> None:

@@ -5,7 +5,8 @@ import pytest
 import tritonclient.http as httpclient
 
 from gateway.errors import InvalidRequestError
-from gateway.kserve_codec import Tensor, decode_request, encode_response
+from gateway.kserve_codec import decode_request, encode_response
+from gateway.transport.protocol import Tensor
 
 
 def _client_body(binary: bool) -> tuple[bytes, int | None, np.ndarray, np.ndarray]:

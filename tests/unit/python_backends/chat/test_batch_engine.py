@@ -9,8 +9,8 @@ import pytest
 
 from python_backends.batching import InvalidInputError
 from python_backends.chat.engine import BatchEngine, EngineSaturatedError, ListSink
-from python_backends.chat.engine_config import EngineConfig
 from python_backends.chat.params import GenerationParams
+from settings.engine import EngineConfig
 
 TEMPLATE = "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n"
 PROMPT = TEMPLATE.format("What is the capital of France? Answer in one word.")

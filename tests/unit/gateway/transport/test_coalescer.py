@@ -5,7 +5,7 @@ import asyncio
 import numpy as np
 import pytest
 
-from gateway.coalescer import Columns, RowCoalescer
+from gateway.transport.triton.coalescer import Columns, RowCoalescer
 
 
 class DoublingModel:

@@ -1,21 +1,18 @@
-"""The gateway's view of Triton workers: one gRPC client each, readiness, and worker choice.
+"""Triton workers: one gRPC client each, their readiness and live KV.
 
 ``WorkerPool`` keeps a ``tritonclient.grpc.aio`` client per worker (HTTP/2 multiplexes every
 request over it), polls each worker's READY model versions every ``poll_interval_s`` (one
 repository-index call, bounded by a per-call timeout) and, on workers serving an LLM, the
 engine's live KV pool from Triton's metrics port (``shunter_llm_kv_blocks_*``, where the engine
 reports them). ``views`` turns that into the scheduling core's ``WorkerView``s; the core decides
-where each request goes, and this is the transport it dispatches through (``worker(name)``).
-``pick`` remains for calls that are not scheduled (model metadata). Each worker also holds its
-reusable generation streams (``gateway.generation_streams``), closed when it is unreachable.
-``map_triton_error`` is the one translation of Triton's errors into the gateway's taxonomy.
+where each request goes. Each worker also holds its reusable generation streams
+(``streams.GenerationStreams``), closed when it is unreachable.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import httpx
@@ -23,37 +20,14 @@ import tritonclient.grpc.aio as grpcclient
 from prometheus_client.parser import text_string_to_metric_families
 from tritonclient.utils import InferenceServerException
 
-from gateway.errors import (
-    GatewayError,
-    InvalidRequestError,
-    PermissionDeniedError,
-    UnavailableError,
-    UpstreamError,
-)
-from gateway.generation_streams import GenerationStreams
+from gateway.errors import UnavailableError
 from gateway.periodic import start_periodic, stop
+from gateway.transport.triton.streams import GenerationStreams
 from scheduling.capacity import CapacityProfile
 from scheduling.workers import WorkerView
 from settings.workers import WorkerAddress
 
-# Prefix of the messages our python backends raise for bad input (python_backends.batching).
-_INVALID_INPUT_PREFIX = "input '"
 _GRPC_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-
-
-def map_triton_error(exc: InferenceServerException, model: str) -> GatewayError:
-    """Translate a Triton error into the gateway's taxonomy."""
-    message = exc.message() or str(exc)
-    status = exc.status() or ""
-    if _INVALID_INPUT_PREFIX in message or "INVALID_ARGUMENT" in status:
-        detail = message[message.find(_INVALID_INPUT_PREFIX):] if _INVALID_INPUT_PREFIX in message else message
-        return InvalidRequestError(detail, code="invalid_input")
-    if "queue size" in message.lower() or "UNAVAILABLE" in status or "RESOURCE_EXHAUSTED" in status:
-        return UnavailableError(f"model {model} is saturated; retry shortly", retry_after_s=1)
-    if "NOT_FOUND" in status or "not ready" in message.lower() or "unknown model" in message.lower():
-        return UnavailableError(f"model {model} is not loaded on any ready worker",
-                                code="model_cold", retry_after_s=5)
-    return UpstreamError(f"worker failed serving model {model}")
 
 
 @dataclass
@@ -61,7 +35,6 @@ class Worker:
     address: WorkerAddress
     client: grpcclient.InferenceServerClient
     ready_versions: dict[str, frozenset[int]] = field(default_factory=dict)
-    in_flight: int = 0
     kv_total_tokens: int | None = None
     kv_used_tokens: int | None = None
     streams: GenerationStreams = field(init=False)
@@ -174,27 +147,3 @@ class WorkerPool:
 
     def ready_models(self) -> set[str]:
         return {m for w in self.workers for m in w.ready_models}
-
-    def pick(self, model: str, regions: frozenset[str] = frozenset()) -> Worker:
-        """The ready worker serving ``model`` (in one of ``regions``, if any are given) with the
-        fewest requests in flight."""
-        serving = [w for w in self.workers if model in w.address.models]
-        allowed = [w for w in serving if not regions or w.address.region in regions]
-        if serving and not allowed:
-            raise PermissionDeniedError(f"model {model} is not served in a region your tenant allows",
-                                        code="residency")
-        candidates = [w for w in allowed if model in w.ready_models]
-        if not candidates:
-            raise UnavailableError(f"model {model} has no ready worker", code="model_cold",
-                                   retry_after_s=5)
-        return min(candidates, key=lambda w: w.in_flight)
-
-    @contextlib.asynccontextmanager
-    async def lease(self, model: str, regions: frozenset[str] = frozenset()) -> AsyncIterator[Worker]:
-        """A worker for one request, counted as in flight until the block exits."""
-        worker = self.pick(model, regions)
-        worker.in_flight += 1
-        try:
-            yield worker
-        finally:
-            worker.in_flight -= 1

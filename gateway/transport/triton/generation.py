@@ -12,8 +12,7 @@ response (its connection died while it was idle) is replaced once by a new one.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import numpy as np
@@ -22,34 +21,10 @@ from tritonclient.grpc import InferResult
 from tritonclient.utils import InferenceServerException
 
 from gateway.errors import UpstreamError
-from gateway.generation_streams import GenerationStream
-from gateway.workers import Worker, map_triton_error
-from scheduling.prediction.prefix_reuse import PromptPrefixes
-
-
-@dataclass(frozen=True)
-class GenerationRequest:
-    """One generation as sent to the engine; ``prefixes`` are its prompt's block hashes, for the
-    scheduler's prefix-reuse prediction (``scheduling.prefix_reuse``), not sent."""
-
-    prompt: str
-    prompt_tokens: int
-    max_tokens: int
-    temperature: float | None = None
-    top_p: float | None = None
-    top_k: int | None = None
-    seed: int | None = None
-    stop: tuple[str, ...] = ()
-    priority: int = 0
-    prefixes: PromptPrefixes | None = None
-
-
-@dataclass(frozen=True)
-class TextChunk:
-    text: str
-    finish_reason: str | None
-    prompt_tokens: int
-    completion_tokens: int
+from gateway.transport.protocol import GenerationRequest, TextChunk
+from gateway.transport.triton.errors import map_triton_error
+from gateway.transport.triton.streams import GenerationStream
+from gateway.transport.triton.workers import Worker
 
 
 def _tensor(name: str, value: np.ndarray, datatype: str) -> grpcclient.InferInput:
@@ -120,13 +95,12 @@ async def _next_response(stream: GenerationStream, model: str,
 async def stream_generation(
     worker: Worker, model: str, request_id: str, request: GenerationRequest, idle_timeout_s: float = 60.0,
     version: int | None = None,
-) -> AsyncIterator[TextChunk]:
+) -> AsyncGenerator[TextChunk, None]:
     """Yield the model's chunks for ``request`` from ``worker`` (from ``version`` of the model, or
     Triton's default version when None); see the module docstring."""
     payload = {"model_name": model, "inputs": build_inputs(request), "request_id": request_id,
                "priority": request.priority, "model_version": "" if version is None else str(version)}
     stream = worker.streams.acquire()
-    worker.in_flight += 1
     ended = answered = False
     try:
         stream.send(payload)
@@ -155,7 +129,6 @@ async def stream_generation(
             if ended:
                 return
     finally:
-        worker.in_flight -= 1
         if ended:
             worker.streams.release(stream)
         else:

@@ -1,9 +1,9 @@
-"""How Triton's errors map onto the gateway's taxonomy (gateway.workers.map_triton_error)."""
+"""How Triton's errors map onto the gateway's taxonomy (gateway.transport.triton.errors.map_triton_error)."""
 
 from tritonclient.utils import InferenceServerException
 
 from gateway.errors import InvalidRequestError, UnavailableError, UpstreamError
-from gateway.workers import map_triton_error
+from gateway.transport.triton.errors import map_triton_error
 from python_backends.batching import InvalidInputError
 from python_backends.chat.engine import EngineSaturatedError
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from gateway.generation_streams import GenerationStreams
+from gateway.transport.triton.streams import GenerationStreams
 
 
 class _Call:

@@ -1,4 +1,5 @@
-from gateway.llm import GenerationRequest, build_inputs, engine_priority
+from gateway.transport.protocol import GenerationRequest
+from gateway.transport.triton.generation import build_inputs, engine_priority
 from scheduling.tenants import Tier
 
 

@@ -1,0 +1,154 @@
+"""An in-memory ``Transport`` for the gateway's in-process unit tests (never the proof that serving
+works: the integration tests run real Triton).
+
+Workers come from the real stack configuration. Batched models answer with deterministic values
+computed from their inputs (an embedding is a function of the text, a rerank score of the pair),
+LLMs with a scripted list of chunks; ``gate`` holds every call until it is set, so tests can fill
+a worker and watch the queue; ``fail_with`` makes the next calls raise a taxonomy error; every
+call and every cancelled generation is recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gateway.errors import GatewayError, PermissionDeniedError, UnavailableError
+from gateway.transport.protocol import Columns, GenerationRequest, RowCall, Tensor, TextChunk, WorkerStatus
+from scheduling.capacity import CapacityProfile
+from scheduling.workers import WorkerView
+from settings.stack import StackConfig
+from settings.workers import WorkerAddress, worker_addresses
+
+EMBEDDING_DIMENSIONS = 8
+
+
+def fake_vector(text: bytes) -> np.ndarray:
+    digest = hashlib.sha256(text).digest()
+    return np.frombuffer(digest[:EMBEDDING_DIMENSIONS * 4], dtype=np.uint32).astype(np.float32) / 2**32
+
+
+def fake_score(query: bytes, document: bytes) -> float:
+    """Word overlap of the pair: deterministic and ordered the way a reader expects."""
+    asked = set(query.lower().split())
+    return float(len(asked & set(document.lower().split()))) / max(1, len(asked))
+
+
+@dataclass
+class Generation:
+    worker_id: str
+    model: str
+    version: int | None
+    request_id: str
+    request: GenerationRequest
+    finished: bool = False
+    cancelled: bool = False
+
+
+@dataclass
+class FakeTransport:
+    config: StackConfig
+    on_refresh: list[Callable[[], None]] = field(default_factory=list)
+    gate: asyncio.Event = field(default_factory=asyncio.Event)
+    chunks: list[TextChunk | GatewayError] = field(default_factory=list)
+    fail_with: GatewayError | None = None
+    ready: bool = True
+    row_calls: list[RowCall] = field(default_factory=list)
+    tensor_calls: list[tuple[str, str, int]] = field(default_factory=list)
+    generations: list[Generation] = field(default_factory=list)
+    started: bool = False
+
+    def __post_init__(self) -> None:
+        self.addresses: list[WorkerAddress] = worker_addresses(self.config)
+        self.gate.set()
+        if not self.chunks:
+            self.script_text(["Paris", " is", " the", " capital."])
+
+    def script_text(self, parts: Sequence[str], prompt_tokens: int = 20, finish_reason: str = "stop") -> None:
+        """Make each generation answer ``parts``, one chunk each, the last with ``finish_reason``."""
+        self.chunks = [TextChunk(text, finish_reason if i == len(parts) - 1 else None, prompt_tokens, i + 1)
+                       for i, text in enumerate(parts)]
+
+    async def start(self) -> None:
+        self.started = True
+
+    async def close(self) -> None:
+        self.started = False
+
+    async def refresh(self) -> None:
+        for callback in self.on_refresh:
+            callback()
+
+    def _ready_versions(self, address: WorkerAddress) -> dict[str, frozenset[int]]:
+        if not self.ready:
+            return {}
+        versions = {m.name: frozenset({m.version}) for m in self.config.models}
+        return {model: versions[model] for model in address.models}
+
+    def views(self, profiles: Mapping[str, CapacityProfile]) -> list[WorkerView]:
+        return [WorkerView(a.name, a.pool, a.region, profiles[a.pool], self._ready_versions(a), healthy=self.ready)
+                for a in self.addresses]
+
+    def served_models(self) -> set[str]:
+        return {m for a in self.addresses for m in a.models}
+
+    def ready_models(self) -> set[str]:
+        return {m for a in self.addresses for m in self._ready_versions(a)}
+
+    def workers(self) -> list[WorkerStatus]:
+        return [WorkerStatus(a.name, a.models, frozenset(self._ready_versions(a))) for a in self.addresses]
+
+    def has_worker(self, worker_id: str) -> bool:
+        return any(a.name == worker_id for a in self.addresses)
+
+    async def _call(self) -> None:
+        await self.gate.wait()
+        if self.fail_with is not None:
+            raise self.fail_with
+
+    async def infer_rows(self, call: RowCall, columns: Columns) -> Columns:
+        self.row_calls.append(call)
+        await self._call()
+        if "text" in columns:
+            return {"embedding": np.stack([fake_vector(row[0]) for row in columns["text"]])}
+        scores = [fake_score(q[0], d[0]) for q, d in zip(columns["query"], columns["document"], strict=True)]
+        return {"score": np.array(scores, dtype=np.float32).reshape(-1, 1)}
+
+    async def infer_tensors(self, worker_id: str, model: str, version: int, inputs: Sequence[Tensor],
+                            outputs: Sequence[str], priority: int, request_id: str) -> list[Tensor]:
+        self.tensor_calls.append((worker_id, model, version))
+        await self._call()
+        first = inputs[0].array
+        rows = first.shape[0] if first.ndim else 1
+        class_ids = np.arange(rows, dtype=np.int64).reshape(rows, 1)
+        return [Tensor("class_id", "INT64", class_ids)]
+
+    async def generate(self, worker_id: str, model: str, version: int | None, request_id: str,
+                       request: GenerationRequest) -> AsyncGenerator[TextChunk, None]:
+        generation = Generation(worker_id, model, version, request_id, request)
+        self.generations.append(generation)
+        try:
+            for item in self.chunks:
+                await self._call()
+                if isinstance(item, GatewayError):
+                    raise item
+                yield item
+            generation.finished = True
+        finally:
+            generation.cancelled = not generation.finished
+
+    async def model_metadata(self, model: str, version: int, regions: frozenset[str]) -> dict[str, Any]:
+        serving = [a for a in self.addresses if model in a.models]
+        if serving and regions and not any(a.region in regions for a in serving):
+            raise PermissionDeniedError(f"model {model} is not served in a region your tenant allows",
+                                        code="residency")
+        if not self.ready:
+            raise UnavailableError(f"model {model} has no ready worker", code="model_cold", retry_after_s=5)
+        return {"name": model, "versions": [str(version)], "platform": "python",
+                "inputs": [{"name": "features", "datatype": "FP32", "shape": ["-1", "64"]}],
+                "outputs": [{"name": "class_id", "datatype": "INT64", "shape": ["-1", "1"]}]}
