@@ -22,7 +22,8 @@ lint: setup
 	.venv/bin/lint-imports
 
 bench: setup
-	.venv/bin/python -m bench.run --out bench/results/latest.json --markdown bench/results/latest.md
+	.venv/bin/python -m bench suite --out bench/results/latest.json --markdown bench/results/latest.md \
+		--page docs/benchmarks.md
 
 clean:
 	rm -rf var model_repository/*/

@@ -1,12 +1,12 @@
 """The chat engine's own ceiling: the served model decoding N sequences in one batch, no Triton.
 
-``python -m bench.ceiling --streams 1,4,8,16 [--max-tokens 64]`` loads the engine exactly as the
+``python -m bench ceiling --streams 1,4,8,16 [--max-tokens 64]`` loads the engine exactly as the
 ``chat`` model does (settings from ``config/models.yaml``), warms it up, then for each N submits
 N copies of the benchmark prompt at once (greedy) and steps the engine until all finish. It prints
 one JSON line: ``[{"streams": N, "completion_tokens": ..., "wall_s": ..., "tokens_per_s": ...}]``.
 It runs in its own process so that its llama.cpp threads are gone before the served runs resume.
 ``--threads N`` overrides the engine's thread count and ``--cpus 1,2`` pins the process first (what
-``bench.continuous --isolate-engine`` passes: the engine as the isolated stack serves it).
+``bench continuous --isolate-engine`` passes: the engine as the isolated stack serves it).
 """
 
 from __future__ import annotations
@@ -75,6 +75,3 @@ def main(streams: Annotated[str, typer.Option(help="Comma-separated batch sizes.
     results = [measure(engine, int(n), max_tokens) for n in streams.split(",") if n.strip()]
     print(json.dumps(results))
 
-
-if __name__ == "__main__":
-    app()

@@ -1,6 +1,6 @@
-"""CLI: continuous batching of ``chat`` through the gateway against the engine's own ceiling.
+"""Continuous batching of ``chat`` through the gateway against the engine's own ceiling.
 
-``python -m bench.continuous [--repeats 3] [--duration-s 8] [--streams 1,4,8,16] --out FILE``
+``python -m bench continuous [--repeats 3] [--duration-s 8] [--streams 1,4,8,16] --out FILE``
 
 Starts a private stack (bench ports, temporary state and repository; the built artifacts are
 linked), then per repeat: for each stream count N, N closed-loop clients stream the benchmark
@@ -12,7 +12,7 @@ cancelled. Counting whole generations instead would count closed-loop streams th
 in waves: one wave more or less in a window moved a figure by up to a third. Each run also
 records where the clients' cycles went (``cycle_figures``: the token-weighted mean inter-chunk
 gap, each generation's tail past its last chunk and the client's turnaround, and per generation
-who streamed alongside it and whose prefill fell inside it, which ``bench.served_cost`` reads),
+who streamed alongside it and whose prefill fell inside it, which ``bench.studies.served_cost`` reads),
 others' share of the cores over the window and the mean wait of a chat request in Triton's own
 queue (``window_meter``; with Triton's dynamic batcher on the decoupled chat model that wait was
 20-190 ms per request at 4-16 streams, docs/benchmarks.md). Then the
@@ -44,9 +44,8 @@ from bench.chat import GatewayChat, StreamTiming, run_streams
 from bench.clients import gateway_http
 from bench.contention import CpuWatch
 from bench.cpu import EngineIsolation, component_seconds, isolation_entry, renice_tree
-from bench.report import machine_facts
-from bench.run import command_line, log
-from bench.stack import BENCH_RESULTS, IsolateEngine, bench_stack, isolation_if, private_stack_options
+from bench.harness import BENCH_RESULTS, IsolateEngine, bench_stack, isolation_if, private_stack_options
+from bench.record import command_line, log, machine_facts
 from bench.triton_stats import engine_busy, engine_counters, queue_wait, triton_counts
 
 app = typer.Typer(add_completion=False)
@@ -158,7 +157,7 @@ def streaming_spans(cycles: list[Cycle], window: list[Cycle]) -> list[list[float
     prefills_in_span]``: its first-to-last chunk span, its chunk gaps, the time-weighted mean number
     of generations streaming meanwhile (itself included; a generation streams from its first chunk
     to its last) and how many other generations got their first chunk inside the span (each is a
-    prefill step the engine ran between two of its tokens). What ``bench.served_cost`` reads."""
+    prefill step the engine ran between two of its tokens). What ``bench.studies.served_cost`` reads."""
     streams = [(c.chunks[0], c.chunks[-1]) for c in cycles if c.chunks]
     rows = []
     for cycle in window:
@@ -217,7 +216,7 @@ def engine_window(grown: dict[str, float], window_s: float) -> dict[str, float]:
 def _ceiling(streams: list[int], isolation: EngineIsolation | None) -> list[dict[str, float]]:
     """The engine ceiling for every stream count, in a fresh process (bounded: 10 minutes), with
     the engine isolated as the served one is."""
-    done = subprocess.run([sys.executable, "-m", "bench.ceiling", "--streams", ",".join(map(str, streams)),
+    done = subprocess.run([sys.executable, "-m", "bench", "ceiling", "--streams", ",".join(map(str, streams)),
                            *(isolation.engine_args() if isolation is not None else [])],
                           capture_output=True, text=True, timeout=600, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
@@ -412,6 +411,3 @@ def main(out: Annotated[Path, typer.Option(help="JSON report.")] = BENCH_RESULTS
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(markdown(result["summary"], result))
 
-
-if __name__ == "__main__":
-    app()

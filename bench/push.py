@@ -1,6 +1,6 @@
 """Artifact push and pull throughput: manifest+sign, upload, download and verify of a ~64 MiB version.
 
-``python -m bench.push --runs 5 --json /tmp/push.json`` builds an artifact directory of seeded
+``python -m bench push --runs 5 --json /tmp/push.json`` builds an artifact directory of seeded
 random bytes (40 + 12 + 8 + 4 MiB files and a small config), then for each store (the local moto
 S3 server of ``tests.s3server`` and, as a baseline, a local directory store) runs ``--runs``
 rounds, each to a new version: ``write_signed_manifest``, ``upload_directory``, ``download`` into
@@ -29,6 +29,7 @@ from control.artifacts import MULTIPART_BYTES, ArtifactStore, LocalArtifactStore
 from control.integrity import TrustedKeys, verify_directory, write_signed_manifest
 from tests.s3server import LocalS3Server
 
+app = typer.Typer(add_completion=False)
 MIB = 1 << 20
 FILE_MIB = {"weights-0.bin": 40, "weights-1.bin": 12, "tokenizer.bin": 8, "embeddings.bin": 4}
 MODEL = "bench-push"
@@ -108,6 +109,7 @@ def markdown(results: dict[str, dict[str, float]], total_bytes: int, runs: int) 
     return "\n".join([header, *rows])
 
 
+@app.command()
 def main(
     runs: Annotated[int, typer.Option(min=1)] = 5,
     json_path: Annotated[Path | None, typer.Option("--json", help="write every timing here")] = None,
@@ -146,6 +148,3 @@ def main(
         json_path.write_text(json.dumps(report, indent=2) + "\n")
         print(f"wrote {json_path}")
 
-
-if __name__ == "__main__":
-    typer.run(main)

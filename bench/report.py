@@ -1,17 +1,15 @@
-"""Summaries (medians over repeats) and the Markdown report.
+"""The suite's summaries (medians over repeats) and its Markdown report.
 
 ``summarize_cell`` turns the per-repeat ``RunResult`` lists of one (model, clients) cell into the
 medians, the gateway/direct throughput ratio and the gateway's added median latency.
 ``summarize_chat`` pools every generation of one (path, streams) cell over its repeats and takes
-medians. Batched cells also carry CPU per request and Triton's batch shape. ``machine_facts``
-reads what the report states about the host; ``markdown`` renders it.
+medians. Batched cells also carry CPU per request and Triton's batch shape. ``markdown`` renders
+the report (``bench.record.machine_facts`` gives its machine).
 """
 
 from __future__ import annotations
 
 import math
-import os
-import platform
 from typing import Any
 
 from bench.chat import ChatRun
@@ -51,27 +49,6 @@ def summarize_chat(runs: list[ChatRun]) -> dict[str, Any]:
         "completion_tokens_p50": median([float(t.completion_tokens) for t in timings]),
         "aggregate_tokens_per_s": median(aggregate),
     }
-
-
-def _proc_field(path: str, key: str) -> str | None:
-    """The value of the first ``key: value`` line of a /proc file, or None."""
-    try:
-        with open(path, encoding="utf-8") as lines:
-            for line in lines:
-                if line.startswith(key):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return None
-
-
-def machine_facts() -> dict[str, Any]:
-    """CPUs usable by this process (what ``nproc`` prints), the CPU model and memory."""
-    model = _proc_field("/proc/cpuinfo", "model name") or "unknown"
-    memory_kb = int((_proc_field("/proc/meminfo", "MemTotal") or "0 kB").split()[0])
-    return {"nproc": len(os.sched_getaffinity(0)), "cpu_model": model,
-            "memory_gib": round(memory_kb / 2**20, 1), "kernel": platform.release(),
-            "python": platform.python_version(), "loadavg": [round(v, 2) for v in os.getloadavg()]}
 
 
 def _num(value: float, digits: int = 1) -> str:

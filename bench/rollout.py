@@ -1,6 +1,6 @@
 """Rollout timings on the real stack: how soon a canary serves, how soon a rollback is complete.
 
-``python -m bench.rollout --rounds 5 --json /tmp/rollout.json`` starts a local stack serving
+``python -m bench rollout --rounds 5 --json /tmp/rollout.json`` starts a local stack serving
 ``embed`` (one Triton worker, the gateway following control's routing, artifacts in a moto S3
 server on 127.0.0.1), keeps a closed loop of embedding requests running (4 clients) and, each
 round, pushes a new version (sign, upload, register through the admin API), then measures:
@@ -30,13 +30,14 @@ import httpx
 import typer
 import yaml
 
-from bench.stack import write_config
+from bench.harness import write_config
 from control.artifacts import S3ArtifactStore
 from control.integrity import load_private_key, write_signed_manifest
 from control.stack import Listen, LocalStack
 from settings.paths import StackPaths, admin_token
 from tests.s3server import LocalS3Server
 
+app = typer.Typer(add_completion=False)
 BASE_PORT = 29100
 GATEWAY_PORT = 29180
 CONTROL_PORT = 29181
@@ -120,6 +121,7 @@ def _round(admin: httpx.Client, traffic: Traffic, candidate: int) -> dict[str, f
             "routing_applied_s": float(timings["routing_applied_s"]), "rollback_total_s": returned - rollback_sent}
 
 
+@app.command()
 def main(rounds: Annotated[int, typer.Option(min=1, max=20)] = 5,
          json_out: Annotated[Path | None, typer.Option("--json")] = None) -> None:
     with LocalS3Server() as s3, tempfile.TemporaryDirectory(prefix="bench-rollout-") as tmp:
@@ -151,6 +153,3 @@ def _report(results: list[dict[str, float]], json_out: Path | None) -> None:
     if json_out is not None:
         json_out.write_text(json.dumps({"rounds": results, "medians": medians}, indent=2))
 
-
-if __name__ == "__main__":
-    typer.run(main)

@@ -1,6 +1,6 @@
-"""CLI: chat streams that share a long system prompt, through a private stack.
+"""Chat streams that share a long system prompt, through a private stack.
 
-``python -m bench.shared_prefix [--scheduling FILE] [--streams 8] [--duration-s 40] [--unique-system]
+``python -m bench shared_prefix [--scheduling FILE] [--streams 8] [--duration-s 40] [--unique-system]
 [--honour-retry-after] --out FILE``
 
 ``streams`` closed-loop premium clients send, for ``duration_s``, chat requests whose system
@@ -34,8 +34,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.chat import GatewayChat
 from bench.clients import BadResponse, RefusedResponse
-from bench.run import command_line
-from bench.stack import BENCH_RESULTS, bench_stack, private_stack_options
+from bench.harness import BENCH_RESULTS, bench_stack, private_stack_options
+from bench.record import command_line
 from bench.triton_stats import engine_busy, engine_counters
 
 app = typer.Typer(add_completion=False)
@@ -142,6 +142,3 @@ def main(out: Annotated[Path, typer.Option(help="JSON report.")] = BENCH_RESULTS
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result))
 
-
-if __name__ == "__main__":
-    app()

@@ -1,6 +1,6 @@
 """Memory over a soak: resident memory of the chat engine, Triton and the gateway under steady load.
 
-``python -m bench.soak --minutes 10 --streams 8 --out bench/results/soak.json`` starts a private
+``python -m bench soak --minutes 10 --streams 8 --out bench/results/soak.json`` starts a private
 stack (bench ports), keeps ``--streams`` closed-loop chat clients streaming mixed-length
 generations (the benchmark prompt at 16 and 64 tokens, a long story at 200) through the gateway
 for ``--minutes`` (``--workload embed``: closed-loop one-sentence embedding requests instead, to
@@ -28,10 +28,11 @@ import typer
 
 from bench.chat import GatewayChat
 from bench.clients import gateway_http
-from bench.run import command_line, log
-from bench.stack import StackOptions, bench_stack
+from bench.harness import StackOptions, bench_stack
+from bench.record import command_line, log
 
 MIB = 1024 * 1024
+app = typer.Typer(add_completion=False)
 LONG_USER = "Write a very long, detailed story about a lighthouse keeper and a storm."
 
 
@@ -133,6 +134,7 @@ def summarize(series: dict[str, list[tuple[float, int]]], requests: int) -> dict
     return summary
 
 
+@app.command()
 def main(minutes: Annotated[float, typer.Option(min=1.0, max=60.0)] = 10.0,
          streams: Annotated[int, typer.Option(min=1, max=64)] = 8,
          workload: Annotated[str, typer.Option(help="chat (streamed generations) or embed")] = "chat",
@@ -165,6 +167,3 @@ def main(minutes: Annotated[float, typer.Option(min=1.0, max=60.0)] = 10.0,
               f"{row['slope_mib_per_10min']:+.1f} | {row['kib_per_request']:+.2f} |")
     print(f"{workload} requests {counts['requests']}, errors {counts['errors']}")
 
-
-if __name__ == "__main__":
-    typer.run(main)

@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 
 from bench.load import percentile
-from bench.tenancy.stack import KEYS
 from bench.tenancy.traffic import Observation, chat, embed, open_loop, settle
+from bench.tenancy.two_pools import KEYS
 
 QUIET_CHAT_PER_S = 1.0
 QUIET_EMBED_PER_S = 4.0

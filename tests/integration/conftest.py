@@ -19,7 +19,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.tenancy.stack import Ports, TwoPoolStack
+from bench.tenancy.two_pools import Ports, TwoPoolStack
 from control.stack import Listen, LocalStack, load_config
 from settings.paths import StackPaths
 from settings.workers import WorkerAddress, worker_addresses

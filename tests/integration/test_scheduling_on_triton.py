@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from bench.tenancy.scenarios import capacity, noisy_neighbour, overload, summarize, tier_summary
-from bench.tenancy.stack import KEYS, TwoPoolStack
 from bench.tenancy.traffic import Observation, chat, settle
+from bench.tenancy.two_pools import KEYS, TwoPoolStack
 
 pytestmark = pytest.mark.integration
 MARKER = "zebra-marker-7f3a"

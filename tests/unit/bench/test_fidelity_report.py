@@ -1,7 +1,7 @@
 import json
 from pathlib import Path
 
-from bench.fidelity_report import row, versus_row
+from bench.studies.fidelity_report import row, versus_row
 
 
 def _entry(p50: float, p99: float, real: tuple[float, float] = (0.5, 10.0)) -> dict[str, object]:

@@ -3,7 +3,7 @@
 import random
 from pathlib import Path
 
-from bench.fidelity_trace import fit_messages, warm_up_item
+from bench.studies.fidelity_trace import fit_messages, warm_up_item
 from gateway.tokenization import LlmTokenizer
 
 

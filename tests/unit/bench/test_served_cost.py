@@ -2,7 +2,7 @@
 
 import pytest
 
-from bench.served_cost import served_decode_from_gaps, served_decode_seq_s
+from bench.studies.served_cost import served_decode_from_gaps, served_decode_seq_s
 from simulator.perf.fitted import FittedPerf
 from simulator.perf.protocol import EngineLimits
 from simulator.perf.step_fit import StepLaw

@@ -8,7 +8,7 @@ from dataclasses import asdict
 
 import pytest
 
-from bench.served_path import (
+from bench.studies.served_ttft import (
     BACKGROUND_SETTLE_S,
     MIN_SAMPLES,
     PathProbe,

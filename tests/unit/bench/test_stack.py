@@ -3,8 +3,8 @@ from pathlib import Path
 import yaml
 
 from bench.cpu import EngineIsolation
-from bench.stack import private_stack_options, write_config
-from control.paths import PROJECT_ROOT, StackPaths
+from bench.harness import private_stack_options, write_config
+from settings.paths import PROJECT_ROOT, StackPaths
 
 SHIPPED = PROJECT_ROOT / "config"
 

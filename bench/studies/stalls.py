@@ -1,6 +1,6 @@
 """How often a queued request waits ~500 ms in Triton, by the model's instance count.
 
-``python -m bench.stalls --model embed --clients 4 --instances 1,2 --duration-s 8`` starts, for
+``python -m bench studies.stalls --model embed --clients 4 --instances 1,2 --duration-s 8`` starts, for
 each instance count, one Triton worker serving only ``--model`` (ports from 38100), runs a
 closed loop of ``--clients`` direct gRPC clients for ``--duration-s`` and prints the requests,
 p50, p99 and how many took over ``--stall-ms``. It found the 500 ms waits of Triton 2.51's
@@ -28,6 +28,7 @@ from settings.paths import StackPaths
 from settings.stack import StackConfig
 from settings.workers import worker_addresses
 
+app = typer.Typer(add_completion=False)
 BASE_PORT = 38100
 
 
@@ -60,6 +61,7 @@ async def _latencies_ms(grpc_url: str, model: str, clients: int, duration_s: flo
     return latencies
 
 
+@app.command()
 def main(
     model: Annotated[str, typer.Option()] = "embed",
     clients: Annotated[int, typer.Option()] = 4,
@@ -84,6 +86,3 @@ def main(
         print(f"{model} instances={count} clients={clients}: {len(lat)} requests in {duration_s:.0f} s, "
               f"p50 {percentile(lat, 50):.1f} ms, p99 {percentile(lat, 99):.1f} ms, over {stall_ms:.0f} ms: {stalls}")
 
-
-if __name__ == "__main__":
-    typer.run(main)

@@ -1,13 +1,14 @@
-"""CLI: measure the gateway against direct Triton and write a JSON and a Markdown report.
+"""The suite (``make bench``): the gateway against direct Triton, side by side, per model.
 
-``python -m bench.run --out bench/results/latest.json --markdown bench/results/latest.md
-[--repeats 3] [--duration-s 8] [--models embed,rerank,vision,tabular,chat]``
+``python -m bench suite --out bench/results/latest.json --markdown bench/results/latest.md
+[--repeats 3] [--duration-s 8] [--models embed,rerank,vision,tabular,chat] [--page docs/benchmarks.md]``
 
 For each batched model and each client count, gateway and direct runs alternate (gw, direct,
 gw, direct, ...) ``--repeats`` times each; chat does the same per stream count. Both reports are
 rewritten after every cell (marked ``partial`` until the end), so an interrupted run keeps what
 it measured. By default a private stack is started on the bench ports and always stopped
-afterwards; with ``--use-running-stack`` the given URLs are measured instead.
+afterwards; with ``--use-running-stack`` the given URLs are measured instead. With ``--page``, a
+finished run also rewrites that page's generated block (``bench.figures``) and nothing else of it.
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ import datetime as dt
 import json
 import math
 import os
-import shlex
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -30,18 +29,16 @@ import typer
 from bench.chat import ChatRun, DirectChat, GatewayChat, StreamTiming, run_streams
 from bench.clients import BATCHED_MODELS, DirectClient, GatewayClient, gateway_http
 from bench.cpu import component_seconds, pin_tree
+from bench.figures import MissingBlock, has_block, write_block
+from bench.harness import BENCH_RESULTS, Endpoints, StackOptions, bench_stack
 from bench.load import RunResult, closed_loop
-from bench.report import machine_facts, markdown, summarize_cell, summarize_chat
-from bench.stack import BENCH_RESULTS, Endpoints, StackOptions, bench_stack
+from bench.record import command_line, log, machine_facts
+from bench.report import markdown, summarize_cell, summarize_chat
 from bench.triton_stats import batch_shape, triton_counts
 from bench.workload import CHAT_MAX_TOKENS, Workload
 
 app = typer.Typer(add_completion=False)
 ALL_MODELS = (*BATCHED_MODELS, "chat")
-
-
-def log(message: str) -> None:
-    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,14 +179,6 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def command_line() -> str:
-    """The command that is running, as typed (``python -m <the main module> <arguments>``)."""
-    python = os.path.relpath(sys.executable) if sys.executable.startswith(os.getcwd()) else sys.executable
-    main = sys.modules.get("__main__")
-    module = getattr(getattr(main, "__spec__", None), "name", None) or "bench.run"
-    return shlex.join([python, "-m", module, *sys.argv[1:]])
-
-
 def _ints(text: str) -> list[int]:
     return [int(part) for part in text.split(",") if part.strip()]
 
@@ -215,6 +204,9 @@ def main(
     triton_http: Annotated[str, Opt(help="With --use-running-stack.")] = StackOptions.triton_http,
     pin: Annotated[bool, Opt(help="Pin Triton to the last CPU and the gateway and this load generator to "
                                   "the others, as if Triton had a host of its own (needs >= 2 CPUs).")] = False,
+    page: Annotated[Path | None, Opt(exists=True, dir_okay=False, help=(
+        "When the run finishes, rewrite this page's generated block (bench.figures) with the report; "
+        "nothing else of the page."))] = None,
 ) -> None:
     """Gateway vs direct Triton, side by side; see the module docstring."""
     chosen = [m.strip() for m in models.split(",") if m.strip()]
@@ -223,6 +215,8 @@ def main(
         raise typer.BadParameter(f"unknown models {unknown}; choose from {list(ALL_MODELS)}")
     settings = Settings(chosen, _ints(clients), _ints(chat_streams), repeats, duration_s, warmup_s,
                         think_ms, api_key)
+    if page is not None and not has_block(page.read_text()):
+        log(f"{page} has no generated block (bench.figures markers): it will not be rewritten")
     started = dt.datetime.now(dt.UTC)
     options = StackOptions(use_running=use_running_stack, gateway_url=gateway_url.rstrip("/"),
                            triton_grpc=triton_grpc, triton_http=triton_http)
@@ -238,6 +232,12 @@ def main(
     report.result["elapsed_s"] = round(time.time() - started.timestamp(), 1)
     report.save(partial=False)
     log(f"wrote {out} and {markdown_path}")
+    if page is not None:
+        try:
+            write_block(page, markdown(report.result))
+            log(f"rewrote the generated block of {page}")
+        except MissingBlock:
+            log(f"{page} has no generated block: not rewritten")
 
 
 def pin_components(endpoints: Endpoints) -> dict[str, Any]:
@@ -256,7 +256,3 @@ def pin_components(endpoints: Endpoints) -> dict[str, Any]:
 
 def _public(settings: Settings) -> dict[str, Any]:
     return {k: v for k, v in dataclasses.asdict(settings).items() if k != "api_key"}
-
-
-if __name__ == "__main__":
-    app()

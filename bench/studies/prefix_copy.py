@@ -1,6 +1,6 @@
 """What a prefix copy costs the chat engine and what it saves, on the served model (no Triton).
 
-``python -m bench.prefix_copy [--system-sentences 80] [--repeats 8]`` loads the engine with the
+``python -m bench studies.prefix_copy [--system-sentences 80] [--repeats 8]`` loads the engine with the
 ``chat`` model's settings and prints one JSON line:
 
 - ``step_ms`` / ``copy_step_ms``: the median one-token step into an empty stream, alone and right
@@ -90,6 +90,3 @@ def main(system_sentences: Annotated[int, typer.Option(min=1, max=200)] = 80,
     runtime.close()
     print(json.dumps(result))
 
-
-if __name__ == "__main__":
-    app()

@@ -1,6 +1,6 @@
 """Measure the real CPU chat engine step by step and fit the simulator's worker profile to it.
 
-``python -m bench.fit_cpu_worker [--out docs/sim/cpu_worker_profile.json]`` loads the engine
+``python -m bench studies.fit_cpu_worker [--out docs/sim/cpu_worker_profile.json]`` loads the engine
 exactly as the ``chat`` model serves it (``bench.ceiling``: settings from ``config/models.yaml``),
 warms it up, then runs four scenarios, timing every ``BatchEngine.step()`` and reading what the
 step fed from the sequences' progress (``computed`` before and after):
@@ -18,7 +18,7 @@ It fits ``simulator.step_fit.StepLaw`` to all steps and writes the profile: the 
 processes took during each scenario (``bench.contention``; before each scenario it waits, up to
 ``--max-quiet-wait-s``, for the cores to be free). Run it under the integration lock (it uses
 both cores for about two minutes). ``--refit-only`` refits a profile from its own samples.
-``--isolate-engine`` measures the engine as ``bench.stack`` serves it with that flag: one llama.cpp
+``--isolate-engine`` measures the engine as ``bench.harness`` serves it with that flag: one llama.cpp
 thread, this process pinned to the last CPU (the profile records it as ``isolation``).
 """
 
@@ -38,7 +38,7 @@ import typer
 from bench.ceiling import engine_config
 from bench.contention import CpuWatch, wait_for_quiet
 from bench.cpu import isolation_entry
-from bench.stack import IsolateEngine, isolation_if
+from bench.harness import IsolateEngine, isolation_if
 from bench.workload import SENTENCES
 from python_backends.chat.engine import BatchEngine, ListSink
 from python_backends.chat.params import GenerationParams
@@ -152,7 +152,7 @@ def write_profile(out: Path, engine: dict[str, Any], by_scenario: dict[str, list
     where = f"alone on CPU {extra['isolation']['engine_cpus']}" if extra.get("isolation") else "this machine's cores"
     profile = {
         "what": f"SmolLM2-135M Q4_1 on llama.cpp, the chat model's engine as served, {where}",
-        "command": "python -m bench.fit_cpu_worker", **extra, "engine": engine, "step_law": law.to_json(),
+        "command": "python -m bench studies.fit_cpu_worker", **extra, "engine": engine, "step_law": law.to_json(),
         "fit": {"all": _summary(law, samples), **{k: _summary(law, v) for k, v in by_scenario.items()}},
         "samples": {k: [[s.prefill_tokens, s.decode_seqs, s.attention_positions, round(s.wall_s, 6)] for s in v]
                     for k, v in by_scenario.items()},
@@ -201,6 +201,3 @@ def main(out: Annotated[Path, typer.Option(help="profile JSON to write")] = DEFA
     law = write_profile(out, engine_limits(config), by_scenario, extra)
     print(json.dumps(law.to_json()))
 
-
-if __name__ == "__main__":
-    app()

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.fit_cpu_worker import WORDS
+from bench.studies.fit_cpu_worker import WORDS
 from gateway.tokenization import LlmTokenizer
 from simulator.small_trace import Shrink, small_trace
 from simulator.workloads import DEFAULT_TRACES_DIR, load_azure

@@ -1,20 +1,22 @@
-"""The served path of one request on the CPU chat model: a fixed latency and the served prefill cost.
+"""The served time to first token of single requests on the CPU chat model, against the engine alone.
 
-``bench.fit_cpu_worker`` times the engine's steps alone; ``bench.served_cost`` adds what decoding
-costs when served. This bench measures what a request's first token costs when served, on its own
-workload (never the replay trace): single requests on an idle private stack (``bench.stack``),
-one at a time, of several templated prompt lengths (``--lengths``; each prompt's system line is
-unique, so the engine's prefix cache never hits), ``--repeats`` of each in a seeded shuffled
-order. For each it records the client's time to the first chunk with text (as ``bench.replay``
-takes it), the gateway's own view from its ``/metrics`` (``shunter_time_to_first_token_seconds``:
-admission to the first text chunk at the gateway; ``shunter_queue_wait_seconds``: admission to
-dispatch; the probes' tier only) and how much CPU other processes took meanwhile
-(``bench.contention``). Then the same again for ``--loaded-lengths`` while
-``--background-streams`` closed-loop clients of another tenant stream long generations (the
-loaded probes: a check of the fitted worker under load, not an input of the terms).
+It fits the simulator's served path (``simulator.served_path``): a fixed latency and the served
+prefill cost. ``bench.studies.fit_cpu_worker`` times the engine's steps alone;
+``bench.studies.served_cost`` adds what decoding costs when served. This study measures what a
+request's first token costs when served, on its own workload (never the replay trace): single
+requests on an idle private stack (``bench.harness``), one at a time, of several templated prompt
+lengths (``--lengths``; each prompt's system line is unique, so the engine's prefix cache never
+hits), ``--repeats`` of each in a seeded shuffled order. For each it records the client's time to
+the first chunk with text (as ``bench.studies.replay`` takes it), the gateway's own view from its
+``/metrics`` (``shunter_time_to_first_token_seconds``: admission to the first text chunk at the
+gateway; ``shunter_queue_wait_seconds``: admission to dispatch; the probes' tier only) and how
+much CPU other processes took meanwhile (``bench.contention``). Then the same again for
+``--loaded-lengths`` while ``--background-streams`` closed-loop clients of another tenant stream
+long generations (the loaded probes: a check of the fitted worker under load, not an input of the
+terms).
 
-    flock /tmp/shunter-integration.lock python -m bench.served_path measure   # docs/sim/served_path.json
-    python -m bench.served_path derive                                         # the profile's served entry
+    flock /tmp/shunter-integration.lock python -m bench studies.served_ttft measure  # docs/sim/served_path.json
+    python -m bench studies.served_ttft derive                                        # the profile's served entry
 
 ``derive`` (``served_path_terms``) compares each idle client TTFT with the fitted law's prefill
 of the same prompt, split into the per-step overhead and the prefill work (``FittedPerf``), and
@@ -50,10 +52,10 @@ from bench.chat import GatewayChat
 from bench.clients import gateway_http
 from bench.contention import CpuWatch, wait_for_quiet
 from bench.cpu import check_same_isolation, isolation_entry
-from bench.fidelity_trace import API_KEYS, fit_messages, warm_up_item
-from bench.replay import send_one, warm_up
-from bench.run import command_line
-from bench.stack import BENCH_RESULTS, IsolateEngine, StackOptions, bench_stack, isolation_if
+from bench.harness import BENCH_RESULTS, IsolateEngine, StackOptions, bench_stack, isolation_if
+from bench.record import command_line
+from bench.studies.fidelity_trace import API_KEYS, fit_messages, warm_up_item
+from bench.studies.replay import send_one, warm_up
 from bench.workload import CHAT_SYSTEM
 from gateway.tokenization import LlmTokenizer
 from scheduling.requests import Request, RequestKind
@@ -331,7 +333,7 @@ def loaded_check(perf: FittedPerf, path: ServedPath, raw: dict[str, Any]) -> dic
 @app.command()
 def derive(measured: Annotated[list[Path] | None, typer.Option(help="JSON written by measure (repeatable: "
                                                                      "the idle probes are pooled)")] = None,
-           profile: Annotated[Path, typer.Option(help="profile of bench.fit_cpu_worker")] =
+           profile: Annotated[Path, typer.Option(help="profile of bench.studies.fit_cpu_worker")] =
            OUT / "cpu_worker_profile.json") -> None:
     """Fit the path terms and write them into the profile's ``served`` entry (the loaded check
     from the last file that has loaded probes)."""
@@ -355,6 +357,3 @@ def derive(measured: Annotated[list[Path] | None, typer.Option(help="JSON writte
     print(json.dumps({k: terms[k] for k in ("path_s", "prefill_factor", "fit")}, indent=1))
     print(json.dumps(served["path_fit"].get("loaded_check"), indent=1))
 
-
-if __name__ == "__main__":
-    app()

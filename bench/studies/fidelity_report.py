@@ -1,10 +1,10 @@
 """The real-stack fidelity replays side by side, as the Markdown tables of docs/simulation.md §4b.
 
-    python -m bench.fidelity_report docs/sim/fidelity_real_run39 ... docs/sim/fidelity_real_run53
-    python -m bench.fidelity_report --compare fidelity_real_320.json --compare fidelity_real_1500.json \
+    python -m bench studies.fidelity_report docs/sim/fidelity_real_run39 ... docs/sim/fidelity_real_run53
+    python -m bench studies.fidelity_report --compare fidelity_real_320.json --compare fidelity_real_1500.json \
         docs/sim/fidelity_real_run44 ...
 
-Each folder holds a replay simulated by ``bench.fidelity_real simulate`` (``fidelity_real.json``,
+Each folder holds a replay simulated by ``bench.studies.fidelity_real simulate`` (``fidelity_real.json``,
 the ``scheduling.yaml`` it ran with). One row per replay: the `cpu` profile's prefill speed, real
 and simulated p50 / p99 TTFT at the profile's speed, the host's measured speed (whole run; range
 of its windows) and the simulation at that speed window by window (``host_timed``), and per
@@ -26,6 +26,7 @@ import yaml
 
 from simulator.replay_sim import TOLERANCE
 
+app = typer.Typer(add_completion=False)
 HEADER = ("| run | cpu profile (prefill tok/s) | real p50 / p99 TTFT (s) | simulated at the profile's speed: "
           "p50 / p99, error | host speed (engine busy / model): whole run; windows | simulated per window: "
           "p50 / p99, error | within ±25 %: profile / per window | per request, per window: simulated / real "
@@ -68,6 +69,7 @@ def versus_row(folder: Path, first: str, second: str) -> str:
             f"| {a['sim_p50_s'] / b['sim_p50_s']:.3f} / {a['sim_p99_s'] / b['sim_p99_s']:.3f} |")
 
 
+@app.command()
 def main(folders: Annotated[list[Path], typer.Argument(help="run folders, in the order of the rows")],
          compare: Annotated[list[str] | None, typer.Option(
              help="twice: two result files in each folder, set side by side")] = None) -> None:
@@ -80,6 +82,3 @@ def main(folders: Annotated[list[Path], typer.Argument(help="run folders, in the
     print(f"| run | host_timed p50 / p99 (s): {first} | {second} | ratio p50 / p99 |\n|---|---|---|---|")
     print("\n".join(versus_row(f, first, second) for f in folders))
 
-
-if __name__ == "__main__":
-    typer.run(main)

@@ -1,14 +1,15 @@
-"""Fidelity of the simulator against the real local stack (issue 5, target 4, second half).
+"""Fidelity of the simulator against the real local stack: a small trace, its real replay, its simulation.
 
 Three steps, each a command, each writing under ``docs/sim/`` by default:
 
-    python -m bench.fidelity_real trace     # the small trace (bench.fidelity_trace): fidelity_real_trace.json
-    flock /tmp/shunter-integration.lock python -m bench.fidelity_real replay
-                                            # through the real gateway + Triton: fidelity_real_replay.json
-    python -m bench.fidelity_real simulate  # the same requests, simulator with the fitted worker
-                                            # (bench.fit_cpu_worker's profile): fidelity_real.json
+    python -m bench studies.fidelity_real trace     # the small trace (bench.studies.fidelity_trace):
+                                                    # fidelity_real_trace.json
+    flock /tmp/shunter-integration.lock python -m bench studies.fidelity_real replay
+                                                    # through the real gateway + Triton: fidelity_real_replay.json
+    python -m bench studies.fidelity_real simulate  # the same requests, simulator with the fitted worker
+                                                    # (bench.studies.fit_cpu_worker's profile): fidelity_real.json
 
-``replay`` starts a private stack (``bench.stack``: the project's config with quotas lifted and
+``replay`` starts a private stack (``bench.harness``: the project's config with quotas lifted and
 response caches off, its own ports from ``--base-port``), sends one warm-up request, waits (up to
 ``--max-quiet-wait-s``) for other processes to leave the cores, then sends the trace open loop and
 records how much CPU other processes took meanwhile (``bench.contention``). ``simulate`` builds
@@ -48,7 +49,8 @@ import typer
 
 from bench.contention import ContentionTimeline, CpuWatch, wait_for_quiet
 from bench.cpu import check_same_isolation, isolation_entry
-from bench.fidelity_trace import (
+from bench.harness import BENCH_RESULTS, Endpoints, IsolateEngine, StackOptions, bench_stack, isolation_if, write_config
+from bench.studies.fidelity_trace import (
     API_KEYS,
     OUTPUT_SHRINK,
     PROMPT_SHRINK,
@@ -57,9 +59,8 @@ from bench.fidelity_trace import (
     build_trace,
     warm_up_item,
 )
-from bench.replay import ReplayResult, warm_up
-from bench.replay import replay as run_replay
-from bench.stack import BENCH_RESULTS, Endpoints, IsolateEngine, StackOptions, bench_stack, isolation_if, write_config
+from bench.studies.replay import ReplayResult, warm_up
+from bench.studies.replay import replay as run_replay
 from bench.triton_stats import engine_busy, queue_wait, sample_engine_counters, triton_counts
 from gateway.tokenization import LlmTokenizer
 from scheduling.scheduler import build_scheduler
@@ -280,6 +281,3 @@ def _write(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1) + "\n")
 
-
-if __name__ == "__main__":
-    app()

@@ -1,6 +1,6 @@
 """Open-loop replay of a chat trace through the gateway, with the real time of each first token.
 
-``replay(gateway_url, trace)`` sends every request of the trace (``bench.fidelity_trace``) at its
+``replay(gateway_url, trace)`` sends every request of the trace (``bench.studies.fidelity_trace``) at its
 ``arrival_s`` after the start, whatever happened to the others, as an OpenAI streaming chat
 completion (greedy, ``max_tokens`` from the trace, usage included) with its tenant's demo key,
 and returns one ``ReplayResult`` per request: HTTP status, time to the first chunk carrying text
@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import orjson
 
-from bench.fidelity_trace import API_KEYS
+from bench.studies.fidelity_trace import API_KEYS
 
 CHUNK_ID_PREFIX = "chatcmpl-"  # gateway/routes/openai.py: chunk ids are the request id behind this
 
