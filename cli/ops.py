@@ -16,6 +16,7 @@ import shutil
 import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -29,6 +30,7 @@ from cli.admin_client import DEFAULT_CONTROL_URL, ROLLOUT_ACTIONS, AdminApiError
 from cli.tables import audit_table, models_table, status_renderables, version_table
 from control.artifacts import ArtifactExistsError, ArtifactStore, ArtifactStoreError, open_store
 from control.integrity import IntegrityError, generate_keypair, load_private_key, write_signed_manifest
+from control.requirements import runtime_requirements
 from settings.control import load_control_settings
 from settings.paths import StackPaths, admin_token
 from settings.stack import ConfigError, StackConfig, WorkloadKind, load_stack_config
@@ -43,7 +45,6 @@ keys_app = typer.Typer(help="ed25519 keys that sign artifacts.", no_args_is_help
 console = Console()
 err_console = Console(stderr=True)
 
-TRITON_BACKEND = "python"  # every workload kind runs in a Triton python backend (control/repository.py)
 _KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _VARIANT = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*$")
 
@@ -131,8 +132,8 @@ def parse_variants(text: str) -> dict[int, int]:
 
 def _requirements(paths: StackPaths, name: str, kind: WorkloadKind | None, min_gpu_memory_gb: float,
                   quantization: str | None) -> dict[str, Any]:
-    """What the version needs to run: its kind (``--kind`` or models.yaml), the GPU types of the
-    pools that serve it and its context length, from the stack config."""
+    """What the version needs to run (``control.requirements``), from the stack config; a model
+    that is not in models.yaml needs ``--kind``."""
     config: StackConfig | None
     try:
         config = load_stack_config(paths.pools_file, paths.models_file)
@@ -140,18 +141,10 @@ def _requirements(paths: StackPaths, name: str, kind: WorkloadKind | None, min_g
         if kind is None:
             raise
         config = None
-    spec = config.model(name) if config is not None else None
-    if kind is None and spec is None:
+    if kind is None and (config is None or config.model(name) is None):
         raise typer.BadParameter(f"model {name!r} is not in {paths.models_file}; say its kind", param_hint="--kind")
-    pools = config.pools if config is not None else ()
-    return {
-        "backend": TRITON_BACKEND,
-        "kind": kind.value if kind is not None else spec.kind.value if spec is not None else "",
-        "gpu_types": sorted({pool.gpu_type for pool in pools if name in pool.models}),
-        "min_gpu_memory_gb": min_gpu_memory_gb,
-        "quantization": quantization,
-        "max_context_tokens": spec.context_tokens if spec is not None and spec.context_tokens > 0 else None,
-    }
+    requirements = runtime_requirements(config, name, kind, min_gpu_memory_gb, quantization)
+    return {**asdict(requirements), "gpu_types": list(requirements.gpu_types)}
 
 
 def _upload(store: ArtifactStore, directory: Path, name: str, version: int, reuse: bool) -> str:

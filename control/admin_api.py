@@ -2,18 +2,17 @@
 
 Authenticated with the admin bearer token (``service.py``); the acting user is the
 ``X-Shunter-Actor`` header (recorded in the audit log). Errors leave as
-``{"error": {"message", "type", "code"}}`` with the status mapped in ``_error_status``, one place:
+``{"error": {"message", "type", "code"}}`` with the status mapped in ``error_status``, one place:
 validation 422, unknown 404, conflicts 409, an artifact that fails its integrity check 422 with the
-integrity code (``digest_mismatch``, ``untrusted_key``, …), a gateway that did not confirm 504.
+integrity code (``digest_mismatch``, ``untrusted_key``, …), a gateway that did not confirm 504,
+any other ``ControlError`` 500.
 The rollout endpoints block until the action is done (loads, warmup, drains), bounded by
 ``control.yaml``'s timeouts. ``GET /admin/v1/routing`` is what gateways poll.
 """
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import asdict
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query, Request
@@ -22,13 +21,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from control.artifacts import ArtifactStoreError
 from control.control_plane import ControlPlane
-from control.deployer import DeployError, signer_key_id
+from control.deployer import DeployError
+from control.errors import ControlError
 from control.gateway_probe import GatewayProbeError
-from control.integrity import IntegrityError, verify_directory
+from control.integrity import IntegrityError
 from control.registry import (
     AliasRecord,
     RegistryConflictError,
-    RegistryError,
     RegistryNotFoundError,
     RegistryValidationError,
     RuntimeRequirements,
@@ -72,43 +71,39 @@ class AbBody(_Body):
     sticky: Literal["request", "tenant"] = "tenant"
 
 
-class ControlApiError(Exception):
+class ControlApiError(ControlError):
+    """The admin API refuses a request; ``status`` and ``code`` go into the error response."""
+
     def __init__(self, status: int, code: str, message: str) -> None:
         super().__init__(message)
         self.status, self.code, self.message = status, code, message
 
 
-def error_response(exc: Exception) -> JSONResponse:
-    """The one mapping of control-plane errors to HTTP statuses and the error body."""
-    status, code = _error_status(exc)
+def error_response(exc: ControlError) -> JSONResponse:
+    """The error body of ``exc``, with the status ``error_status`` maps it to."""
+    status, code = error_status(exc)
     kind = "invalid_request_error" if status < 500 else "server_error"
     return JSONResponse({"error": {"message": str(exc), "type": kind, "code": code}}, status_code=status)
 
 
-def _error_status(exc: Exception) -> tuple[int, str]:
-    if isinstance(exc, ControlApiError):
-        return exc.status, exc.code
-    if isinstance(exc, RolloutError):
-        return exc.status, exc.code
-    if isinstance(exc, IntegrityError):
-        return 422, exc.code
-    if isinstance(exc, DeployError):
-        return 422, exc.code
-    if isinstance(exc, RegistryNotFoundError):
-        return 404, "not_found"
-    if isinstance(exc, RegistryConflictError):
-        return 409, "conflict"
-    if isinstance(exc, RegistryValidationError):
-        return 422, "invalid"
-    if isinstance(exc, ArtifactStoreError):
-        return 502, "artifact_store"
-    if isinstance(exc, GatewayProbeError):
-        return 504, "gateway_not_confirmed"
+def error_status(exc: ControlError) -> tuple[int, str]:
+    """The one mapping of the control plane's errors (``control/errors.py``) to (HTTP status, code)."""
+    match exc:
+        case ControlApiError() | RolloutError():
+            return exc.status, exc.code
+        case IntegrityError() | DeployError():
+            return 422, exc.code
+        case RegistryNotFoundError():
+            return 404, "not_found"
+        case RegistryConflictError():
+            return 409, "conflict"
+        case RegistryValidationError():
+            return 422, "invalid"
+        case ArtifactStoreError():
+            return 502, "artifact_store"
+        case GatewayProbeError():
+            return 504, "gateway_not_confirmed"
     return 500, "internal_error"
-
-
-HANDLED = (ControlApiError, RolloutError, IntegrityError, DeployError, RegistryError, ArtifactStoreError,
-           GatewayProbeError)
 
 
 def _plane(request: Request) -> ControlPlane:
@@ -148,21 +143,17 @@ def models(request: Request) -> list[dict[str, Any]]:
 
 @router.post("/models/{model}/versions", status_code=201)
 def register_version(model: str, body: RegisterBody, request: Request, actor: Actor) -> dict[str, Any]:
-    """Download the artifact, verify its signed manifest, then register the version."""
+    """Download the artifact and verify its signed manifest into its verified copy (which staging
+    reuses), then register the version."""
     plane = _plane(request)
     if plane.config.model(model) is None:
         raise ControlApiError(404, "model_not_configured", f"model {model} is not served by this stack")
     if plane.registry.version(model, body.version) is not None:
         raise ControlApiError(409, "version_exists", f"{model} version {body.version} is already registered")
-    with tempfile.TemporaryDirectory(prefix=f"verify-{model}-") as tmp:
-        target = Path(tmp) / "artifact"
-        plane.store.download(body.artifact_uri, target)
-        manifest = verify_directory(target, plane.deployer.trusted, model, body.version)
-        record = plane.registry.register_version(
-            model, body.version, body.artifact_uri, manifest.digest(), signer_key_id(target),
-            RuntimeRequirements(**body.requirements.model_dump(exclude={"gpu_types"}),
-                                gpu_types=tuple(body.requirements.gpu_types)),
-            actor, body.reason)
+    verified = plane.deployer.copies.fetch(body.artifact_uri, model, body.version)
+    record = plane.registry.register_version(
+        model, body.version, body.artifact_uri, verified.digest, verified.signer_key_id,
+        RuntimeRequirements(**body.requirements.model_dump()), actor, body.reason)
     return version_json(record)
 
 

@@ -11,7 +11,7 @@ Stores move bytes and do not check them: ``control.integrity.verify_directory`` 
 download. Every failure surfaces as an ``ArtifactStoreError`` (or a ``ValueError`` for a malformed
 name or URL) with a message fit for an operator, never a botocore error.
 
-Errors::
+Errors (a branch of the control plane's tree, ``control/errors.py``)::
 
     ArtifactStoreError        the store could not do what was asked (unreachable, no bucket, denied)
     ├── ArtifactExistsError   the version is already stored; versions are immutable
@@ -41,6 +41,7 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError
 
+from control.errors import ControlError
 from control.integrity import MANIFEST_NAME, SIGNATURE_NAME
 
 Progress = Callable[[int], None]
@@ -52,7 +53,7 @@ _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _LAST = (MANIFEST_NAME, SIGNATURE_NAME)
 
 
-class ArtifactStoreError(Exception):
+class ArtifactStoreError(ControlError):
     """The store could not complete the operation; the message says why."""
 
 

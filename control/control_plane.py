@@ -5,8 +5,9 @@ the canary analysis, built once from ``control.yaml`` and the stack configuratio
 that signs locally built artifacts exists and is trusted. ``bootstrap(artifacts_dir)`` runs before
 the workers start: each configured model whose registry has no version gets its locally built
 artifact pushed as its configured version (signed manifest, into the store, registered) and an
-alias at 100 %; then every model's live versions (its alias) are verified and rendered into the
-Triton repository, so workers start (and restart) on exactly what the registry says is live.
+alias at 100 %; then every model's live versions (its alias) are staged (their verified copies,
+downloaded and verified only when missing) and rendered into the Triton repository, the one render
+at start, so workers start (and restart) on exactly what the registry says is live.
 """
 
 from __future__ import annotations
@@ -21,17 +22,20 @@ from pathlib import Path
 from control.artifacts import ArtifactStore, open_store
 from control.canary_analysis import MetricsHistory
 from control.canary_job import CanaryAnalysis
-from control.deployer import Deployer, signer_key_id
+from control.deployer import Deployer
 from control.integrity import (
     generate_keypair,
     load_private_key,
     load_trusted_keys,
+    signer_key_id,
     verify_directory,
     write_signed_manifest,
 )
 from control.registry import Registry, RuntimeRequirements, VersionState
 from control.repository import render_model
+from control.requirements import runtime_requirements
 from control.rollouts import RolloutManager
+from control.verified_copies import VerifiedCopies
 from settings.control import ControlSettings, load_control_settings
 from settings.paths import StackPaths
 from settings.stack import ModelSpec, StackConfig
@@ -53,13 +57,8 @@ def ensure_signing_key(settings: ControlSettings) -> None:
         shutil.copy2(public, trusted_copy)
 
 
-def requirements_of(spec: ModelSpec, gpu_types: Sequence[str] = ()) -> RuntimeRequirements:
-    return RuntimeRequirements(backend="python", kind=spec.kind.value, gpu_types=tuple(gpu_types),
-                               max_context_tokens=spec.context_tokens or None)
-
-
 def push_directory(store: ArtifactStore, registry: Registry, source: Path, spec: ModelSpec, version: int,
-                   key_path: Path, actor: str, reason: str) -> None:
+                   requirements: RuntimeRequirements, key_path: Path, actor: str, reason: str) -> None:
     """Sign a copy of ``source`` (hard links; the original is not written to), upload it, register it."""
     with tempfile.TemporaryDirectory(prefix=f"push-{spec.name}-") as tmp:
         staged = Path(tmp) / "artifact"
@@ -73,7 +72,7 @@ def push_directory(store: ArtifactStore, registry: Registry, source: Path, spec:
         manifest = write_signed_manifest(staged, spec.name, version, load_private_key(key_path))
         uri = store.upload_directory(staged, spec.name, version)
         registry.register_version(spec.name, version, uri, manifest.digest(), signer_key_id(staged),
-                                  requirements_of(spec), actor, reason)
+                                  requirements, actor, reason)
 
 
 @dataclass
@@ -95,22 +94,25 @@ class ControlPlane:
         store = open_store(settings.artifact_store)
         trusted = load_trusted_keys(settings.trusted_keys_dir)
         gpu_type = min(pool.gpu_type for pool in config.pools)
-        deployer = Deployer(registry, store, trusted, config, paths.repository, settings.verified_dir,
-                            worker_addresses(config), settings.rollout, gpu_type)
+        copies = VerifiedCopies(settings.verified_dir, store, trusted)
+        deployer = Deployer(registry, copies, config, paths.repository, worker_addresses(config), settings.rollout,
+                            gpu_type)
         rollouts = RolloutManager(registry, deployer, list(gateway_urls), settings.rollout, settings.canary)
         canary = CanaryAnalysis(rollouts, MetricsHistory(settings.canary.window_s))
         return cls(settings, config, paths, registry, store, deployer, rollouts, canary)
 
     def bootstrap(self, artifacts_dir: Path) -> None:
         """Register built artifacts where the registry has none; render every live version of each
-        model a pool serves."""
+        model a pool serves (the one render at start)."""
+        self.paths.repository.mkdir(parents=True, exist_ok=True)
         for spec in self.config.models:
             pools = [p for p in self.config.pools if spec.name in p.models]
             if not pools:
                 continue
             if not self.registry.versions(spec.name):
                 push_directory(self.store, self.registry, artifacts_dir / spec.name, spec, spec.version,
-                               self.settings.local_signing_key, ACTOR, "artifact built by setup")
+                               runtime_requirements(self.config, spec.name), self.settings.local_signing_key,
+                               ACTOR, "artifact built by setup")
             if self.registry.deployment(spec.name) is None:
                 self.registry.set_deployment(spec.name, [p.name for p in pools], spec.instances,
                                              sum(p.workers for p in pools), ACTOR, "pools.yaml at first start")

@@ -1,10 +1,10 @@
 """Put exactly a set of verified versions of a model on every Triton worker that serves it.
 
-``stage(model, version)`` downloads the version's artifact from the store into
-``verified_dir/<model>/<version>`` and checks its signed SHA-256 manifest (``control/integrity``);
-a tampered, unsigned or incomplete artifact raises ``DeployError`` with the integrity code, marks
-the version ``failed`` in the registry and leaves serving exactly as it was. An already staged
-version is re-verified on disk before each use.
+``stage(model, version)`` returns the version's verified copy (``control/verified_copies.py``):
+the one verified when it was registered or staged before, reused as it is, or else downloaded
+from the store and checked against its signed SHA-256 manifest and the manifest digest the
+registry recorded. A tampered, unsigned or incomplete artifact raises ``DeployError`` with the
+integrity code, marks the version ``failed`` in the registry and leaves serving exactly as it was.
 
 ``serve(model, versions)`` renders the model's repository directory with a version policy
 listing exactly ``versions`` (atomic swap), reloads the model on every worker serving it and
@@ -16,19 +16,18 @@ serialised by a lock (one repository, one writer).
 
 from __future__ import annotations
 
-import json
-import shutil
-import tempfile
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from control.artifacts import ArtifactStore, ArtifactStoreError
-from control.integrity import SIGNATURE_NAME, IntegrityError, TrustedKeys, verify_directory
+from control.artifacts import ArtifactStoreError
+from control.errors import ControlError
+from control.integrity import IntegrityError
 from control.registry import Registry, VersionState
 from control.repository import RenderError, render_model
 from control.triton_control import TritonControlError, load, wait_versions, warm_request
+from control.verified_copies import VerifiedCopies
 from settings.control import RolloutSettings
 from settings.stack import ModelSpec, StackConfig
 from settings.workers import WorkerAddress
@@ -36,7 +35,7 @@ from settings.workers import WorkerAddress
 ACTOR = "control"
 
 
-class DeployError(RuntimeError):
+class DeployError(ControlError, RuntimeError):
     """A version could not be staged or served; ``code`` says why (an integrity code, ``store``,
     ``render``, ``load``, ``not_registered``)."""
 
@@ -45,22 +44,12 @@ class DeployError(RuntimeError):
         self.code = code
 
 
-def signer_key_id(directory: Path) -> str:
-    """The key id named by the artifact's signature file ('' if unreadable; verification decides)."""
-    try:
-        return str(json.loads((directory / SIGNATURE_NAME).read_bytes())["key_id"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return ""
-
-
 @dataclass
 class Deployer:
     registry: Registry
-    store: ArtifactStore
-    trusted: TrustedKeys
+    copies: VerifiedCopies
     config: StackConfig
     repository: Path
-    verified_dir: Path
     workers: Sequence[WorkerAddress]
     settings: RolloutSettings
     gpu_type: str = "cpu"
@@ -85,13 +74,9 @@ class Deployer:
         record = self.registry.version(model, version)
         if record is None:
             raise DeployError("not_registered", f"{model} version {version} is not registered")
-        target = self.verified_dir / model / str(version)
         try:
-            if not target.is_dir():
-                self._download(record.artifact_uri, target)
-            verify_directory(target, self.trusted, model, version)
+            path = self.copies.copy_of(record)
         except IntegrityError as exc:
-            shutil.rmtree(target, ignore_errors=True)
             self.registry.set_version_state(model, version, VersionState.FAILED, ACTOR,
                                             f"integrity check failed: {exc}", {"code": exc.code})
             raise DeployError(exc.code, f"{model} v{version} refused: {exc}") from exc
@@ -100,16 +85,7 @@ class Deployer:
         if record.state is VersionState.REGISTERED:
             self.registry.set_version_state(model, version, VersionState.VERIFIED, ACTOR,
                                             "manifest and signature checked")
-        return target
-
-    def _download(self, uri: str, target: Path) -> None:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-        try:
-            self.store.download(uri, staging / "files")
-            (staging / "files").rename(target)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+        return path
 
     def serve(self, model: str, versions: Iterable[int], reason: str = "") -> None:
         """Make exactly ``versions`` of ``model`` READY on its workers; see the module docstring."""
@@ -141,10 +117,9 @@ class Deployer:
             warm_request(worker, self.spec(model), version)
 
     def _restore(self, model: str, previous: frozenset[int]) -> None:
-        sources = {v: self.verified_dir / model / str(v) for v in previous}
         try:
-            self._apply(model, sources)
-        except (TritonControlError, RenderError) as exc:  # reported with the original error
+            self._apply(model, {v: self.stage(model, v) for v in previous})
+        except (DeployError, TritonControlError, RenderError) as exc:  # reported with the original error
             self.registry.audit(ACTOR, "deploy.restore_failed", model, str(exc), {"versions": sorted(previous)})
 
     def _record_states(self, model: str, previous: frozenset[int], wanted: frozenset[int], reason: str) -> None:

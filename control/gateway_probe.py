@@ -15,9 +15,10 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from control.canary_analysis import VersionCounters, VersionKey
+from control.errors import ControlError
 
 
-class GatewayProbeError(RuntimeError):
+class GatewayProbeError(ControlError, RuntimeError):
     """A gateway did not answer, or did not reach the wanted state in time."""
 
 

@@ -33,6 +33,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from control.errors import ControlError
+
 MANIFEST_NAME = "shunter-manifest.json"
 SIGNATURE_NAME = "shunter-manifest.sig"
 ALGORITHM = "ed25519"
@@ -59,7 +61,7 @@ _DIGEST = re.compile(r"^[0-9a-f]{64}$")
 _RESERVED = frozenset({MANIFEST_NAME, SIGNATURE_NAME})
 
 
-class IntegrityError(Exception):
+class IntegrityError(ControlError):
     """An artifact or key failed a check; ``code`` says which, ``path`` names the file if any."""
 
     def __init__(self, code: IntegrityCode, message: str, path: str | None = None) -> None:
@@ -329,6 +331,18 @@ def _parse_signature(data: bytes) -> tuple[str, bytes]:
         return kid, base64.b64decode(encoded, validate=True)
     except (UnicodeDecodeError, ValueError, KeyError, binascii.Error) as exc:
         raise IntegrityError("bad_signature", f"{SIGNATURE_NAME} is malformed: {exc}", SIGNATURE_NAME) from exc
+
+
+def signer_key_id(directory: Path | str) -> str:
+    """The key id named by the signature file of ``directory`` (read it after ``verify_directory``:
+    this checks nothing). Raises ``IntegrityError`` if the file is missing or malformed."""
+    return _parse_signature(_read_reserved(Path(directory), SIGNATURE_NAME))[0]
+
+
+def manifest_digest(directory: Path | str) -> str:
+    """``Manifest.digest()`` of the manifest file of ``directory``, read and parsed but not checked
+    against the signature or the files. Raises ``IntegrityError`` if it is missing or malformed."""
+    return Manifest.from_bytes(_read_reserved(Path(directory), MANIFEST_NAME)).digest()
 
 
 def _check_signature(root: Path, trusted: TrustedKeys) -> bytes:

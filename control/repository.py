@@ -24,6 +24,7 @@ from pathlib import Path
 
 import jinja2
 
+from control.errors import ControlError
 from settings.base import ConfigError
 from settings.engine import cpu_engine_config, trtllm_settings, uses_trtllm
 from settings.paths import PROJECT_ROOT
@@ -44,7 +45,7 @@ _BACKEND_PACKAGE = {
 _WARMUP_TEXT = "Shunter warms this model up before it takes traffic."
 
 
-class RenderError(RuntimeError):
+class RenderError(ControlError, RuntimeError):
     """The repository could not be rendered (a missing artifact or template)."""
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from control.deployer import Deployer, DeployError
+from control.errors import ControlError
 from control.gateway_probe import GatewayReading, wait_until
 from control.registry import (
     AliasRecord,
@@ -36,7 +37,7 @@ from control.registry import (
 from settings.control import CanarySettings, RolloutSettings
 
 
-class RolloutError(RuntimeError):
+class RolloutError(ControlError, RuntimeError):
     """A rollout action cannot be done; ``code`` names why, for the admin API's error body."""
 
     def __init__(self, code: str, message: str, status: int = 409) -> None:

@@ -15,9 +15,10 @@ from fastapi import Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from control.admin_api import HANDLED, ControlApiError, error_response
+from control.admin_api import ControlApiError, error_response
 from control.admin_api import router as admin_router
 from control.control_plane import ControlPlane
+from control.errors import ControlError
 from control.supervisor import Supervisor
 from settings.stack import StackConfig
 
@@ -32,6 +33,7 @@ def create_control_app(config: StackConfig, supervisor: Supervisor, admin_token:
             raise ControlApiError(401, "invalid_admin_token", "admin token required")
 
     async def control_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ControlError)
         return error_response(exc)
 
     async def validation_error(request: Request, exc: Exception) -> JSONResponse:
@@ -40,8 +42,7 @@ def create_control_app(config: StackConfig, supervisor: Supervisor, admin_token:
         where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
         return error_response(ControlApiError(422, "invalid_request", f"{where}: {first.get('msg', 'invalid')}"))
 
-    for error_type in HANDLED:
-        app.add_exception_handler(error_type, control_error)
+    app.add_exception_handler(ControlError, control_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     if plane is not None:
         app.state.control_plane = plane

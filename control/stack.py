@@ -1,10 +1,12 @@
 """The local stack: Triton workers, the control service and the gateway on one host.
 
-``LocalStack.start()`` builds missing artifacts, opens the control plane (registry, store, keys)
-and renders the live versions it holds into the model repository, starts the workers (waiting
-for every model READY), the control API and the canary analysis in threads, and the gateway as
-its own process following control's routing, then waits for the gateway's ``/readyz``. ``stop()``
-undoes it in reverse order: the gateway first (no new traffic), then control, then the workers.
+``LocalStack.start()`` builds missing artifacts, opens the control plane (registry, store, keys),
+which renders the live versions it holds into the model repository (the one render at start:
+``prepare``, which renders the built artifacts directly, is for ``shunter build-artifacts``),
+starts the workers (waiting for every model READY), the control API and the canary analysis in
+threads, and the gateway as its own process following control's routing, then waits for the
+gateway's ``/readyz``. ``stop()`` undoes it in reverse order: the gateway first (no new traffic),
+then control, then the workers.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import uvicorn
 
 from control.assets.build import build_artifacts
 from control.control_plane import ControlPlane
+from control.errors import ControlError
 from control.repository import render_repository
 from control.service import create_control_app
 from control.supervisor import Supervisor
@@ -39,7 +42,7 @@ class Listen:
     policy: Policy | None = None
 
 
-class StackStartError(RuntimeError):
+class StackStartError(ControlError, RuntimeError):
     """A part of the stack did not come up; the message says which and where its log is."""
 
 
@@ -47,12 +50,18 @@ def load_config(paths: StackPaths) -> StackConfig:
     return load_stack_config(paths.pools_file, paths.models_file)
 
 
-def prepare(paths: StackPaths, log: Callable[[str], None] = print) -> StackConfig:
-    """Build missing artifacts and render the repository; return the validated config."""
+def build(paths: StackPaths, log: Callable[[str], None] = print) -> StackConfig:
+    """Build missing artifacts; return the validated config."""
     config = load_config(paths)
     build_artifacts(config, paths.artifacts, log=log)
-    gpu_types = {pool.gpu_type for pool in config.pools}
-    render_repository(config, paths.artifacts, paths.repository, gpu_type=min(gpu_types))
+    return config
+
+
+def prepare(paths: StackPaths, log: Callable[[str], None] = print) -> StackConfig:
+    """Build missing artifacts and render the repository from them, for workers started without a
+    control plane (``shunter build-artifacts``); return the validated config."""
+    config = build(paths, log)
+    render_repository(config, paths.artifacts, paths.repository, gpu_type=min(p.gpu_type for p in config.pools))
     return config
 
 
@@ -75,7 +84,7 @@ class LocalStack:
         return f"http://127.0.0.1:{self.listen.control_port}"
 
     def start(self, log: Callable[[str], None] = print) -> None:
-        config = prepare(self.paths, log)
+        config = build(self.paths, log)  # the control plane renders the repository, once
         runtime = resolve_runtime(config.triton, self.paths.state_dir)
         self.plane = ControlPlane.open(self.paths, config, [self.gateway_url])
         try:

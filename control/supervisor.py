@@ -20,6 +20,7 @@ from pathlib import Path
 
 import httpx
 
+from control.errors import ControlError
 from control.triton_runtime import TritonRuntime
 from settings.stack import StackConfig, TritonSettings
 from settings.workers import WorkerAddress, worker_addresses
@@ -27,7 +28,7 @@ from settings.workers import WorkerAddress, worker_addresses
 SHM_DIR = Path("/dev/shm")
 
 
-class WorkerStartError(RuntimeError):
+class WorkerStartError(ControlError, RuntimeError):
     """A worker did not become ready in time; the message points at its log."""
 
 

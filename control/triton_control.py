@@ -19,6 +19,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
+from control.errors import ControlError
 from control.repository import BACKENDS_DIR
 from settings.stack import ModelSpec, WorkloadKind
 from settings.workers import WorkerAddress
@@ -26,7 +27,7 @@ from settings.workers import WorkerAddress
 WARM_TEXT = "Shunter warms this version up before it takes traffic."
 
 
-class TritonControlError(RuntimeError):
+class TritonControlError(ControlError, RuntimeError):
     """A load, readiness wait or warm request failed; the message names the worker."""
 
 

@@ -17,10 +17,11 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
+from control.errors import ControlError
 from settings.stack import TritonSettings
 
 
-class TritonNotFoundError(RuntimeError):
+class TritonNotFoundError(ControlError, RuntimeError):
     """No usable tritonserver binary."""
 
 

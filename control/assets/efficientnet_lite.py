@@ -30,6 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from control.errors import ControlError
+
 IMAGE_SIZE = 224
 NUM_CLASSES = 1000
 INPUT_NAME = "pixels"
@@ -47,7 +49,7 @@ STEM_CHANNELS = 32
 HEAD_CHANNELS = 1280
 
 
-class ExportVerificationError(RuntimeError):
+class ExportVerificationError(ControlError, RuntimeError):
     """The exported ONNX model disagrees with the torch model."""
 
 

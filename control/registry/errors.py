@@ -1,4 +1,4 @@
-"""The registry's error tree.
+"""The registry's error tree, a branch of the control plane's (``control/errors.py``).
 
 ::
 
@@ -10,8 +10,10 @@
 
 from __future__ import annotations
 
+from control.errors import ControlError
 
-class RegistryError(Exception):
+
+class RegistryError(ControlError):
     """Base of the registry's errors; the message says what was wrong and with which subject."""
 
 

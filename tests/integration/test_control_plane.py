@@ -3,8 +3,8 @@
 
 One stack (chat + embed) for the module. The tests run in file order: push v2 of embed -> canary
 10 % (split within ±3 points over 2,000 requests) -> promote; a faulty v3 -> automatic rollback
-with no failed request on the baseline; tampered and untrusted artifacts refused with serving
-unchanged; a chat rollback with 16 streams in flight.
+with no failed request on the baseline; an untrusted artifact, and a store object tampered with
+before control verified it, refused with serving unchanged; a chat rollback with 16 streams in flight.
 """
 
 from __future__ import annotations
@@ -187,12 +187,17 @@ def test_tampered_and_untrusted_artifacts_are_refused_and_serving_is_unchanged(
     generate_keypair(stranger, tmp_path / "stranger.pub")
     untrusted = control_stack.push(artifacts_dir / "embed", "embed", 4, tmp_path, key_path=stranger)
     assert untrusted.status_code == 422 and untrusted.json()["error"]["code"] == "untrusted_key"
-    assert control_stack.push(artifacts_dir / "embed", "embed", 5, tmp_path).status_code == 201
+    pushed = control_stack.push(artifacts_dir / "embed", "embed", 5, tmp_path)
+    assert pushed.status_code == 201, pushed.text
     s3 = control_stack.s3.client()
     key = "models/embed/5/tokenizer.json"
     body = bytearray(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())
     body[100] ^= 0x01
     s3.put_object(Bucket=BUCKET, Key=key, Body=bytes(body))
+    # Registration verified v5 into its verified copy, which staging would serve as it is; drop it,
+    # as on a control host that has not verified v5 yet, so that staging downloads the tampered object.
+    assert control_stack.local.plane is not None
+    shutil.rmtree(control_stack.local.plane.settings.verified_dir / pushed.json()["manifest_digest"])
     before = control_stack.status("embed")["alias"]
     refused = control_stack.admin.post("/admin/v1/rollouts/embed/canary", json={"to": 5, "percent": 10})
     assert refused.status_code == 422 and refused.json()["error"]["code"] == "digest_mismatch", refused.text
