@@ -9,7 +9,7 @@ command (``status``, ``models``, ``rollout``, ``hash-key``) loads the HTTP clien
 shows workers, models and readiness from the control API; ``shunter render`` and
 ``shunter build-artifacts`` run the setup steps alone; ``shunter hash-key`` prints the at-rest
 form of an API key for ``tenants.yaml``; ``shunter sim`` runs the trace-driven simulator
-(``simulator.cli``).
+(``cli.sim``).
 """
 
 from __future__ import annotations

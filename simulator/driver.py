@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from scheduling.outcomes import Rejected, SchedulePlan
+from scheduling.outcomes import Outcome, Rejected, SchedulePlan
 from scheduling.requests import Request
 from scheduling.slo import Slo
 from scheduling.workers import WorkerView
@@ -129,7 +129,7 @@ class Simulation:
             request.prefill_tokens, item.output_tokens, self._slos(request))
         decision = self.scheduler.submit(request, now)
         if isinstance(decision, Rejected):
-            self._end(request.request_id, "rejected", decision.reason.value)
+            self._end(request.request_id, Outcome.REJECTED, decision.reason.value)
             return
         self.pending[request.request_id] = item
         self.tracker.queued(tenant.name, tenant.tier, now)
@@ -148,12 +148,12 @@ class Simulation:
             worker = self.workers[dispatch.worker_id]  # the request side of its path, then its engine
             worker.spec.path.enqueue(worker.engine, EngineSequence(request, item.output_tokens), self.loop)
         for expired in plan.expired:
-            self._leave_queue(expired.request_id, "expired", "deadline")
+            self._leave_queue(expired.request_id, Outcome.EXPIRED, "deadline")
         for shed in plan.shed:
-            self._leave_queue(shed.request_id, "rejected", shed.reason.value)
+            self._leave_queue(shed.request_id, Outcome.REJECTED, shed.reason.value)
         self._arm_wake()
 
-    def _leave_queue(self, request_id: str, outcome: str, reason: str) -> None:
+    def _leave_queue(self, request_id: str, outcome: Outcome, reason: str) -> None:
         item = self.pending.pop(request_id)
         self.tracker.left_queue(item.request.tenant.name, item.request.tier, self.loop.now, 0.0)
         self._end(request_id, outcome, reason)
@@ -169,9 +169,9 @@ class Simulation:
             wake.cancel()
         self._wake = self.loop.at(deadline, WAKE, self._pass)
 
-    def _end(self, request_id: str, outcome: str, reason: str = "") -> None:
+    def _end(self, request_id: str, outcome: Outcome, reason: str = "") -> None:
         record = self.records[request_id]
-        if record.outcome:
+        if record.outcome is not None:
             raise AssertionError(f"request {request_id} ended twice ({record.outcome}, then {outcome})")
         record.outcome, record.reason = outcome, reason
         self._ended += 1
@@ -186,13 +186,13 @@ class Simulation:
     def finished(self, request_id: str, now: float, generated_tokens: int) -> None:
         record = self.records[request_id]
         record.finish_s, record.generated = now, generated_tokens
-        self._end(request_id, "completed")
+        self._end(request_id, Outcome.COMPLETED)
         self.scheduler.complete(request_id, now, generated_tokens)
         self._pass()
 
     def dropped(self, request_id: str, now: float) -> None:
         """The engine's own queue timed the request out (Triton's lazy queue policy)."""
-        self._end(request_id, "expired", "worker_queue_timeout")
+        self._end(request_id, Outcome.EXPIRED, "worker_queue_timeout")
         self.scheduler.complete(request_id, now, 0)
         self._pass()
 

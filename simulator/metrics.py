@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from scheduling.outcomes import Outcome
 from simulator.driver import SimResult
 from simulator.llm_worker import LlmWorker
 from simulator.records import RequestRecord
@@ -47,13 +48,14 @@ class GroupStats:
 
 def group_stats(records: Iterable[RequestRecord], span_s: float) -> GroupStats:
     records = list(records)
-    done = [r for r in records if r.outcome == "completed"]
+    done = [r for r in records if r.outcome is Outcome.COMPLETED]
     met = [r for r in records if r.met_slo]
     ttfts = [r.ttft_s for r in done if r.ttft_s is not None]
     tpots = [r.tpot_s for r in done if r.tpot_s is not None and r.generated > 1]
     return GroupStats(
         requests=len(records), completed=len(done),
-        rejected=sum(r.outcome == "rejected" for r in records), expired=sum(r.outcome == "expired" for r in records),
+        rejected=sum(r.outcome is Outcome.REJECTED for r in records),
+        expired=sum(r.outcome is Outcome.EXPIRED for r in records),
         attainment=len(met) / len(records) if records else 1.0,
         goodput_rps=len(met) / span_s if span_s > 0 else 0.0,
         ttft_s={f"p{p}": percentile(ttfts, p) for p in PERCENTILES},

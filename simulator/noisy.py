@@ -9,6 +9,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from scheduling.outcomes import Outcome
 from scheduling.tenants import Tenant, Tier
 from simulator.metrics import percentile
 from simulator.records import SimRequest
@@ -82,7 +83,7 @@ def run_noisy(items: Sequence[TraceItem], mix: Mapping[str, int], policies: Sequ
                      and r.ttft_s is not None]
             quiet.append(percentile(ttfts, 99))
             noisy = [r for r in result.records if r.tenant == NOISY]
-        results.append(NoisyResult(policy, quiet[0], quiet[1], sum(r.outcome == "rejected" for r in noisy),
+        results.append(NoisyResult(policy, quiet[0], quiet[1], sum(r.outcome is Outcome.REJECTED for r in noisy),
                                    len(noisy)))
     return results
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scheduling.outcomes import Outcome
 from scheduling.requests import Request
 from scheduling.slo import Slo
 from scheduling.tenants import Tier
@@ -28,7 +29,7 @@ class RequestRecord:
     prefill_tokens: int
     output_tokens: int
     slo: Slo
-    outcome: str = ""
+    outcome: Outcome | None = None  # set once, when the request ends
     reason: str = ""
     dispatch_s: float | None = None
     worker_id: str = ""
@@ -50,5 +51,5 @@ class RequestRecord:
     def met_slo(self) -> bool:
         """Completed, with TTFT and TPOT within the tier's objectives."""
         ttft, tpot = self.ttft_s, self.tpot_s
-        return (self.outcome == "completed" and ttft is not None and tpot is not None
+        return (self.outcome is Outcome.COMPLETED and ttft is not None and tpot is not None
                 and ttft <= self.slo.ttft_s and tpot <= self.slo.tpot_s)

@@ -1,7 +1,7 @@
 """CPU reference LLM engine with continuous (iteration-level) batching over a paged KV pool.
 
 ``BatchEngine.submit(prompt, params, sink, priority)`` queues a generation; every ``step()``
-asks the ``Scheduler`` for a plan, runs it as one ``llama_decode`` (decode tokens of all running
+asks the ``StepScheduler`` for a plan, runs it as one ``llama_decode`` (decode tokens of all running
 sequences plus prefill chunks), samples one token for each sequence whose input is complete
 (from its own logits row, with its own RNG) and sends the text to the sequence's sink. A
 generation ends with one ``Delta`` carrying ``finish_reason`` (``stop``: end-of-generation token
@@ -36,7 +36,7 @@ from python_backends.batching import InvalidInputError
 from python_backends.chat.block_pool import BlockPool
 from python_backends.chat.llama_runtime import BatchEntry, KvSlotError, LlamaRuntime
 from python_backends.chat.params import GenerationParams
-from python_backends.chat.scheduler import Chunk, Scheduler, SchedulerLimits
+from python_backends.chat.scheduler import Chunk, SchedulerLimits, StepScheduler
 from python_backends.chat.sequence import Delta, Sequence, Sink
 from settings.engine import EngineConfig
 
@@ -100,7 +100,7 @@ class BatchEngine:
         self.runtime = runtime
         self.config = config
         self.pool = BlockPool(config.total_blocks, config.block_tokens)
-        self.scheduler = Scheduler(self.pool, SchedulerLimits(
+        self.scheduler = StepScheduler(self.pool, SchedulerLimits(
             config.max_running, config.max_batch_tokens, config.prefill_chunk_tokens), config.prefix_cache,
             config.short_prefill_first)
         self._arrivals = 0

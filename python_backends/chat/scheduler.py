@@ -1,6 +1,6 @@
 """Iteration-level scheduler: which tokens of which sequences the next model step feeds.
 
-``Scheduler.schedule()`` returns a ``StepPlan``; it never runs the model (the engine does, then
+``StepScheduler.schedule()`` returns a ``StepPlan``; it never runs the model (the engine does, then
 reports back by setting ``Sequence.computed`` and calling ``finish``). Each plan, in order:
 
 1. one decode token for every running sequence that has sampled a token (admission order);
@@ -108,7 +108,7 @@ def common_prefix(cached: list[int], tokens: list[int], limit: int) -> int:
     return n
 
 
-class Scheduler:
+class StepScheduler:
     def __init__(self, pool: BlockPool, limits: SchedulerLimits, prefix_cache: bool = False,
                  short_prefill_first: bool = False) -> None:
         self.pool = pool

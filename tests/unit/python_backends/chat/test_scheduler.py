@@ -5,7 +5,7 @@ from __future__ import annotations
 from python_backends.chat.block_pool import BlockPool
 from python_backends.chat.engine import ListSink
 from python_backends.chat.params import GenerationParams
-from python_backends.chat.scheduler import Scheduler, SchedulerLimits, StepPlan
+from python_backends.chat.scheduler import SchedulerLimits, StepPlan, StepScheduler
 from python_backends.chat.sequence import Sequence
 
 _numbers = iter(range(1, 10_000))
@@ -24,8 +24,8 @@ def _run(plan: StepPlan) -> None:
             chunk.seq.tokens.append(2)
 
 
-def _scheduler(blocks: int = 64, running: int = 4, batch: int = 32, prefill: int = 32) -> Scheduler:
-    return Scheduler(BlockPool(blocks, 4), SchedulerLimits(running, batch, prefill))
+def _scheduler(blocks: int = 64, running: int = 4, batch: int = 32, prefill: int = 32) -> StepScheduler:
+    return StepScheduler(BlockPool(blocks, 4), SchedulerLimits(running, batch, prefill))
 
 
 def test_long_prompt_is_prefilled_in_chunks_while_others_decode() -> None:
@@ -86,7 +86,7 @@ def _tokens_seq(tokens: list[int]) -> Sequence:
 
 
 def test_a_sequence_is_admitted_into_the_slot_holding_its_longest_prefix() -> None:
-    scheduler = Scheduler(BlockPool(64, 4), SchedulerLimits(4, 32, 32), prefix_cache=True)
+    scheduler = StepScheduler(BlockPool(64, 4), SchedulerLimits(4, 32, 32), prefix_cache=True)
     system = [7, 7, 7, 7, 7, 7]
     first, other = _tokens_seq([*system, 1, 2]), _tokens_seq([9, 9, 9])
     scheduler.add(first)
@@ -105,7 +105,7 @@ def test_a_sequence_is_admitted_into_the_slot_holding_its_longest_prefix() -> No
 
 
 def test_an_identical_prompt_still_feeds_its_last_token_for_its_logits() -> None:
-    scheduler = Scheduler(BlockPool(64, 4), SchedulerLimits(2, 32, 32), prefix_cache=True)
+    scheduler = StepScheduler(BlockPool(64, 4), SchedulerLimits(2, 32, 32), prefix_cache=True)
     first = _tokens_seq([5, 6, 7, 8])
     scheduler.add(first)
     plan = scheduler.schedule()
@@ -120,7 +120,7 @@ def test_an_identical_prompt_still_feeds_its_last_token_for_its_logits() -> None
 
 
 def test_a_preempted_slot_is_cleared_and_not_reused_as_a_prefix() -> None:
-    scheduler = Scheduler(BlockPool(3, 4), SchedulerLimits(2, 32, 32), prefix_cache=True)
+    scheduler = StepScheduler(BlockPool(3, 4), SchedulerLimits(2, 32, 32), prefix_cache=True)
     low, high = _tokens_seq([1] * 4), _tokens_seq([1] * 4)
     high.priority = 5
     scheduler.add(low)
@@ -132,7 +132,7 @@ def test_a_preempted_slot_is_cleared_and_not_reused_as_a_prefix() -> None:
 
 
 def test_a_one_token_prompt_gets_a_slot_with_or_without_cached_prefixes() -> None:
-    scheduler = Scheduler(BlockPool(64, 4), SchedulerLimits(2, 32, 32), prefix_cache=True)
+    scheduler = StepScheduler(BlockPool(64, 4), SchedulerLimits(2, 32, 32), prefix_cache=True)
     single = _tokens_seq([42])
     scheduler.add(single)
     plan = scheduler.schedule()
@@ -140,7 +140,7 @@ def test_a_one_token_prompt_gets_a_slot_with_or_without_cached_prefixes() -> Non
 
 
 def test_a_short_new_prompt_is_prefilled_in_a_step_of_its_own_then_decodes_resume() -> None:
-    scheduler = Scheduler(BlockPool(64, 4), SchedulerLimits(4, 32, 16), short_prefill_first=True)
+    scheduler = StepScheduler(BlockPool(64, 4), SchedulerLimits(4, 32, 16), short_prefill_first=True)
     running = _seq(4)
     scheduler.add(running)
     _run(scheduler.schedule())
@@ -158,7 +158,7 @@ def test_a_short_new_prompt_is_prefilled_in_a_step_of_its_own_then_decodes_resum
 
 
 def test_a_prompt_longer_than_the_prefill_budget_takes_the_mixed_chunked_path() -> None:
-    scheduler = Scheduler(BlockPool(64, 4), SchedulerLimits(4, 32, 8), short_prefill_first=True)
+    scheduler = StepScheduler(BlockPool(64, 4), SchedulerLimits(4, 32, 8), short_prefill_first=True)
     running = _seq(4)
     scheduler.add(running)
     _run(scheduler.schedule())
@@ -172,7 +172,7 @@ def test_a_prompt_longer_than_the_prefill_budget_takes_the_mixed_chunked_path() 
 def test_new_sequences_take_the_lowest_free_slots_so_the_batch_spans_few_kv_streams() -> None:
     # llama.cpp attends over every stream between the batch's lowest and highest slot: after all
     # four slots held the same prompt, two new ones go to slots 0 and 1, not the last freed.
-    scheduler = Scheduler(BlockPool(64, 4), SchedulerLimits(4, 32, 32), prefix_cache=True)
+    scheduler = StepScheduler(BlockPool(64, 4), SchedulerLimits(4, 32, 32), prefix_cache=True)
     prompt = [7] * 8
     first = [_tokens_seq(prompt) for _ in range(4)]
     for seq in first:
@@ -190,7 +190,7 @@ def test_new_sequences_take_the_lowest_free_slots_so_the_batch_spans_few_kv_stre
 
 
 def test_a_running_sequences_computed_prefix_is_copied_into_an_empty_slot_for_a_newcomer() -> None:
-    scheduler = Scheduler(BlockPool(64, 4), SchedulerLimits(4, 32, 32), prefix_cache=True)
+    scheduler = StepScheduler(BlockPool(64, 4), SchedulerLimits(4, 32, 32), prefix_cache=True)
     system = list(range(100, 112))
     first = _tokens_seq([*system, 1, 2])
     scheduler.add(first)
@@ -205,7 +205,7 @@ def test_a_running_sequences_computed_prefix_is_copied_into_an_empty_slot_for_a_
 
 
 def test_only_what_the_running_sequence_has_computed_is_copied() -> None:
-    scheduler = Scheduler(BlockPool(64, 4), SchedulerLimits(4, 32, 8), prefix_cache=True)
+    scheduler = StepScheduler(BlockPool(64, 4), SchedulerLimits(4, 32, 8), prefix_cache=True)
     system = list(range(100, 120))
     first = _tokens_seq([*system, 1])
     scheduler.add(first)
@@ -220,7 +220,7 @@ def test_only_what_the_running_sequence_has_computed_is_copied() -> None:
 
 
 def test_a_free_slot_holding_the_prefix_is_reused_in_place_rather_than_copied() -> None:
-    scheduler = Scheduler(BlockPool(64, 4), SchedulerLimits(4, 32, 32), prefix_cache=True)
+    scheduler = StepScheduler(BlockPool(64, 4), SchedulerLimits(4, 32, 32), prefix_cache=True)
     system = list(range(100, 112))
     done, running = _tokens_seq([*system, 1]), _tokens_seq([*system, 2])
     scheduler.add(done)
