@@ -5,7 +5,9 @@
 ``keys generate`` talks to the control admin API through ``cli.admin_client.AdminClient``,
 as ``--actor`` (default ``$USER@hostname``). Expected failures (integrity, artifact store,
 configuration, the API) are printed in red with their code and exit with status 1, never a
-traceback; malformed arguments are usage errors (status 2).
+traceback; malformed arguments are usage errors (status 2). The control plane's artifact, signing
+and requirements code is imported by the commands that use it (``push``, ``keys generate``), so the
+commands that only call the admin API start without it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -28,12 +30,13 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 
 from cli.admin_client import DEFAULT_CONTROL_URL, ROLLOUT_ACTIONS, AdminApiError, AdminClient
 from cli.tables import audit_table, models_table, status_renderables, version_table
-from control.artifacts import ArtifactExistsError, ArtifactStore, ArtifactStoreError, open_store
-from control.integrity import IntegrityError, generate_keypair, load_private_key, write_signed_manifest
-from control.requirements import runtime_requirements
+from control.errors import ControlError
 from settings.control import load_control_settings
 from settings.paths import StackPaths, admin_token
 from settings.stack import ConfigError, StackConfig, WorkloadKind, load_stack_config
+
+if TYPE_CHECKING:
+    from control.artifacts import ArtifactStore
 
 models_app = typer.Typer(help="Model versions in the registry: push signed artifacts, list them.",
                          no_args_is_help=True)
@@ -81,6 +84,9 @@ def _client(state_dir: Path, control_url: str, actor: str | None) -> AdminClient
 
 
 def _error_code(exc: Exception) -> str:
+    from control.artifacts import ArtifactExistsError, ArtifactStoreError
+    from control.integrity import IntegrityError
+
     if isinstance(exc, AdminApiError):
         return f"{exc.code}, HTTP {exc.status}" if exc.status else exc.code
     if isinstance(exc, IntegrityError):
@@ -99,7 +105,7 @@ def operator_errors() -> Iterator[None]:
     """Print an expected failure in red with its code and exit 1."""
     try:
         yield
-    except (AdminApiError, IntegrityError, ArtifactStoreError, OSError, ValueError) as exc:
+    except (AdminApiError, ControlError, OSError, ValueError) as exc:
         err_console.print(f"[bold red]error[/] [red]({escape(_error_code(exc))})[/]: {escape(str(exc))}")
         raise typer.Exit(code=1) from exc
 
@@ -134,6 +140,8 @@ def _requirements(paths: StackPaths, name: str, kind: WorkloadKind | None, min_g
                   quantization: str | None) -> dict[str, Any]:
     """What the version needs to run (``control.requirements``), from the stack config; a model
     that is not in models.yaml needs ``--kind``."""
+    from control.requirements import runtime_requirements
+
     config: StackConfig | None
     try:
         config = load_stack_config(paths.pools_file, paths.models_file)
@@ -149,6 +157,8 @@ def _requirements(paths: StackPaths, name: str, kind: WorkloadKind | None, min_g
 
 def _upload(store: ArtifactStore, directory: Path, name: str, version: int, reuse: bool) -> str:
     """Upload with a progress bar (bytes, MB/s); the stored copy's URI if ``reuse`` and it exists."""
+    from control.artifacts import ArtifactExistsError
+
     total = sum(path.stat().st_size for path in directory.rglob("*") if path.is_file())
     columns = (TextColumn("[bold]uploading"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                TimeRemainingColumn())
@@ -186,6 +196,9 @@ def push(
     actor: Actor = None,
 ) -> None:
     """Sign DIRECTORY (manifest + signature written into it), upload it and register the version."""
+    from control.artifacts import open_store
+    from control.integrity import load_private_key, write_signed_manifest
+
     paths = _paths(config_dir, state_dir)
     with operator_errors():
         settings = load_control_settings(paths.control_file, paths.state_dir)
@@ -295,6 +308,8 @@ def keys_generate(
     config_dir: ConfigDir = StackPaths.config_dir,
 ) -> None:
     """Generate an ed25519 signing key pair and print its key id."""
+    from control.integrity import generate_keypair
+
     if not _KEY_NAME.match(name):
         raise typer.BadParameter("use letters, digits, '.', '_' or '-' (64 at most)", param_hint="NAME")
     paths = _paths(config_dir, state_dir)
