@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from control.canary_analysis import VersionCounters, VersionKey
 from control.errors import ControlError
+from scheduling.outcomes import Outcome
 
 
 class GatewayProbeError(ControlError, RuntimeError):
@@ -46,9 +47,9 @@ def _parse(url: str, text: str) -> GatewayReading:
                 open_requests[key] = sample.value
             elif sample.name == "shunter_version_requests_total":
                 outcome = labels.get("outcome")
-                if outcome == "completed":
+                if outcome == Outcome.COMPLETED:
                     completed[key] += sample.value
-                elif outcome == "failed":
+                elif outcome == Outcome.FAILED:
                     failed[key] += sample.value
             elif sample.name == "shunter_version_latency_seconds_bucket":
                 buckets[key].append((float(labels["le"]), sample.value))
