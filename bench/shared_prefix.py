@@ -14,7 +14,7 @@ The report counts the outcomes (HTTP status and error code), the TTFT of the ans
 their first generated text) and how many met premium's ``ttft_slo_s``, and what the chat engine
 prefilled against what its prefix cache reused (its step counters), and what the gateway learned a
 prompt costs the engine (``gateway_prefill_costs``: speed and fixed cost per worker and model, from
-its ``/metrics`` at the end; ``scheduling.prefill_cost``).
+its ``/metrics`` at the end; ``scheduling.prediction.prefill_cost``).
 Run it under ``flock /tmp/shunter-integration.lock`` on a shared host.
 """
 

@@ -10,7 +10,7 @@ request and per execution in between, ``queue_wait(before, after)`` into the mea
 
 ``engine_counters(metrics_address)`` reads the LLM engine's step counters from Triton's metrics
 port (``shunter_llm_*_total``, summed over models and instances); ``engine_busy(before, after)``
-turns two readings into what the engine did in between (``simulator.fitted_perf.EngineBusy``'s fields);
+turns two readings into what the engine did in between (``simulator.perf.fitted.EngineBusy``'s fields);
 ``sample_engine_counters`` reads them every ``interval_s`` until told to stop (a run's timeline).
 """
 

@@ -106,7 +106,8 @@ def share_engine_threads(model: ModelSpec, versions: int) -> ModelSpec:
     its threads at a barrier after every operation of a step: when the engines' threads together
     outnumber the cores, each barrier waits for a descheduled thread. On this 2-core host two
     engines of 2 threads decoded 10-25 tokens/s each, two of 1 thread 64-66 each, and a rollback
-    under load stalled (docs/benchmarks.md, "Two versions of chat on the same cores").
+    under load stalled (docs/benchmarks.md, "Settings chosen by measurement", the row "two versions
+    of chat on the same cores").
     """
     if versions <= 1:
         return model

@@ -1,5 +1,6 @@
 """The fair queue: strict bands by tier, virtual token counters per tenant inside a band, earliest
-deadline first inside a tenant (DESIGN.md §4).
+deadline first inside a tenant (``README.md``, "Scheduling: admission, fair queue, deadlines,
+placement").
 
 Service counter (VTC): a tenant's counter grows by ``(input_weight * prefill + output_weight *
 output) * cost_factor / weight`` for each request dispatched (output counted as reserved, then

@@ -1,4 +1,4 @@
-"""Service-level objectives of a tier (DESIGN.md §4), in seconds."""
+"""Service-level objectives of a tier (``config/scheduling.yaml``, ``slo``), in seconds."""
 
 from __future__ import annotations
 

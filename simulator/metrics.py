@@ -1,13 +1,13 @@
 """Summaries of one simulated run: latency percentiles, SLO attainment and goodput, fairness,
 GPU utilisation and cost, overall and per tier and tenant.
 
-Definitions (DESIGN.md §4): a request meets its SLO when it completed with TTFT and TPOT within its
-tier's objectives; attainment is the share of *all* requests (rejected and expired ones count as
-misses) that met it; SLO goodput is SLO-meeting requests per second of the arrival span; cost per
-million tokens within SLO is the pool's price over the run divided by the prompt plus output tokens
-of the requests that met their SLO. Preemptions are the LLM engines' (a sequence evicted to free KV
-blocks, recomputed later; one request may be preempted more than once). Percentiles are
-nearest-rank over completed requests.
+Definitions (the metrics of ``docs/simulation.md``, "The model"): a request meets its SLO when it
+completed with TTFT and TPOT within its tier's objectives; attainment is the share of *all*
+requests (rejected and expired ones count as misses) that met it; SLO goodput is SLO-meeting
+requests per second of the arrival span; cost per million tokens within SLO is the pool's price
+over the run divided by the prompt plus output tokens of the requests that met their SLO.
+Preemptions are the LLM engines' (a sequence evicted to free KV blocks, recomputed later; one
+request may be preempted more than once). Percentiles are nearest-rank over completed requests.
 """
 
 from __future__ import annotations

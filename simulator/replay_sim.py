@@ -2,7 +2,7 @@
 core, configured as the gateway is, driven with the requests the real replay sent.
 
 ``simulate_replay(requests, setup, perf, path)`` builds each ``Request`` the way the gateway does
-(``gateway/scheduled.py``: queue deadline and TTFT objective from the tier's SLO, ``max_tokens`` as
+(``gateway/admission.py``: queue deadline and TTFT objective from the tier's SLO, ``max_tokens`` as
 the reserved output) and runs ``driver.Simulation`` with one ``LlmWorker`` on ``perf`` whose view
 (pool, region, capacity profile, KV pool) is the gateway's and whose reports cross ``path``
 (``served_path``: the fixed serving latency; none by default). ``compare_ttft(real, simulated)``

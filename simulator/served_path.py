@@ -9,10 +9,10 @@ sender, Triton, gRPC, the gateway and SSE (``response_s``); neither occupies an 
 the loop breaks time ties by sequence); ``ServedPath.enqueue`` hands a dispatched sequence to the
 engine ``request_s`` later. With 0 for both the worker is driven directly, exactly as without a path.
 
-Where the numbers come from (``from_profile``): ``bench.served_path`` measures the whole path
+Where the numbers come from (``from_profile``): ``bench.studies.served_ttft`` measures the whole path
 (``path_s``: an idle client's first-token time minus the engine's prefill); it cannot tell the
 two directions apart, so a profile with only that puts all of it after the engine (as before).
-``bench.served_cost`` measures the response direction on its own (``end_path_s``: a closed-loop
+``bench.studies.served_cost`` measures the response direction on its own (``end_path_s``: a closed-loop
 stream's tail past its end-of-generation step: the final response, usage and ``[DONE]``); with it,
 ``response_s = min(end_path_s, path_s)`` and ``request_s`` is the rest of ``path_s``. An idle first
 token comes ``path_s`` after its engine prefill either way; the split decides which engine step a

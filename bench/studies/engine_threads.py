@@ -6,8 +6,9 @@ own) with 2 or 1 llama.cpp threads, one engine alone or two started together (0.
 OpenMP's default wait policy, ``OMP_WAIT_POLICY=PASSIVE`` or ``GOMP_SPINCOUNT=1000``; then the same
 while a busy loop holds one core. It prints one line per case and round,
 ``round R | case | ceiling JSON`` (one JSON per engine, its completion tokens and wall time left
-out), for ``docs/benchmarks.md``, "Two versions of chat on the same cores". It holds the
-integration lock (``/tmp/shunter-integration.lock``) throughout.
+out), for ``docs/benchmarks.md``, "Settings chosen by measurement" (the rows "two versions of chat
+on the same cores" and "OpenMP wait policy left at its default"). It holds the integration lock
+(``/tmp/shunter-integration.lock``) throughout.
 """
 
 from __future__ import annotations

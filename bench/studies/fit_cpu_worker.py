@@ -13,7 +13,7 @@ step fed from the sequences' progress (``computed`` before and after):
 
 Prompts are unique word sequences (no prefix shared with another prompt, so no prefix-cache
 hit; steps with a hit or a preemption are left out), greedy decoding as in the fidelity replay.
-It fits ``simulator.step_fit.StepLaw`` to all steps and writes the profile: the engine's limits
+It fits ``simulator.perf.step_fit.StepLaw`` to all steps and writes the profile: the engine's limits
 (read from its config), the law, the fit's error, the raw samples and how much CPU other
 processes took during each scenario (``bench.contention``; before each scenario it waits, up to
 ``--max-quiet-wait-s``, for the cores to be free). Run it under the integration lock (it uses
@@ -51,7 +51,7 @@ app = typer.Typer(add_completion=False)
 DEFAULT_OUT = Path("docs/sim/cpu_worker_profile.json")
 PREFILL_LENGTHS = (16, 40, 63, 126, 250, 500, 1000, 2000)
 DECODE_STREAMS = (1, 2, 4, 8, 12, 16)
-OUTLIER_FACTOR = 1.5  # steps slower than 1.5 x the first fit are left out (simulator.step_fit)
+OUTLIER_FACTOR = 1.5  # steps slower than 1.5 x the first fit are left out (simulator.perf.step_fit)
 WORDS = " ".join(SENTENCES).replace(".", "").replace(",", "").lower().split()
 
 
@@ -125,7 +125,7 @@ def scenarios(prompts: PromptMaker) -> dict[str, list[dict[int, list[tuple[str, 
 
 
 def engine_limits(config: EngineConfig) -> dict[str, Any]:
-    """The engine settings the simulator's worker must copy (``simulator.fitted_perf``)."""
+    """The engine settings the simulator's worker must copy (``simulator.perf.fitted``)."""
     return {"max_sequences": config.max_running, "step_token_budget": config.max_batch_tokens,
             "prefill_chunk_tokens": config.prefill_chunk_tokens, "kv_pool_tokens": config.total_blocks
             * config.block_tokens, "kv_block_tokens": config.block_tokens,

@@ -2,11 +2,12 @@
 
 ``bench.studies.fit_cpu_worker`` times the engine alone. Served through Triton and the gateway on the same
 two cores, every generated token also costs a Triton response, a gRPC message and an SSE event,
-and the engine's OpenMP threads lose their cores to that work (``docs/benchmarks.md``, "chat
-served: CPU per generated token"). ``python -m bench studies.served_cost --continuous R --profile P``
-reads a ``bench.continuous`` report ``R`` and the fitted profile ``P`` and writes ``served`` into
-``P``: ``decode_seq_s``, the seconds each decoding sequence adds to a step when served, which
-``simulator.fitted_perf.FittedPerf`` adds per decoding sequence (resting ones included), and
+and the engine's OpenMP threads lose their cores to that work (``docs/benchmarks.md``, "chat:
+continuous batching served through the stack", the row "chat served: CPU per generated token").
+``python -m bench studies.served_cost --continuous R --profile P`` reads a ``bench.continuous``
+report ``R`` and the fitted profile ``P`` and writes ``served`` into ``P``: ``decode_seq_s``, the
+seconds each decoding sequence adds to a step when served, which
+``simulator.perf.fitted.FittedPerf`` adds per decoding sequence (resting ones included), and
 ``end_path_s``, what a generation's end costs outside the engine. Measured on its own workload
 (closed-loop streams of one request), never fitted to a replay.
 

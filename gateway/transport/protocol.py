@@ -58,7 +58,7 @@ class RowCall:
 @dataclass(frozen=True)
 class GenerationRequest:
     """One generation as sent to the engine; ``prefixes`` are its prompt's block hashes, for the
-    scheduler's prefix-reuse prediction (``scheduling.prefix_reuse``), not sent."""
+    scheduler's prefix-reuse prediction (``scheduling.prediction.prefix_reuse``), not sent."""
 
     prompt: str
     prompt_tokens: int

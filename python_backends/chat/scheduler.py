@@ -33,7 +33,7 @@ admitted only then and copy all but less than a chunk of it
 (``test_a_cold_burst_sharing_a_system_prompt_computes_it_about_once``). The block pool still charges the whole
 sequence (the cells of idle slots are inside llama.cpp's per-slot reservation, not the pool). The
 reused cells are the very values a fresh prefill computes: a token's KV depends only on the
-tokens before it, and every step stays below the kernel switch of ``engine_config`` (batch-invariant).
+tokens before it, and every step stays below the kernel switch of ``settings.engine`` (batch-invariant).
 
 Compact slots: a slot is a llama.cpp KV stream, and llama.cpp computes a step's attention over
 every stream from the lowest to the highest slot in the batch (``llama_kv_cache::get_k``: a view

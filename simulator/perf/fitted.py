@@ -1,16 +1,16 @@
 """A worker timing model fitted to a real engine, read from the profile a bench command wrote.
 
-``bench.fit_cpu_worker`` times the CPU chat engine step by step and writes a profile JSON: the
+``bench.studies.fit_cpu_worker`` times the CPU chat engine step by step and writes a profile JSON: the
 engine's batching settings (``engine``: the fields of ``EngineLimits``) and the fitted step-time
 law (``step_law``: ``step_fit.StepLaw``). ``FittedPerf`` is the ``LlmPerfModel`` of that engine:
 an iteration takes ``law.step_s(prompt tokens, decoding sequences, attended positions)``, where
 each prompt chunk attends causally from its start and each decode token to its whole context,
 plus ``served_decode_seq_s`` per decoding sequence (those resting in a short-prefill-first step
 included: their last tokens are still being sent while it runs) when the profile has a ``served`` entry
-(``bench.served_cost``: what each token's response through Triton and the gateway adds on the
+(``bench.studies.served_cost``: what each token's response through Triton and the gateway adds on the
 same cores; 0 models the engine alone), with the step's prefill work (its prompt tokens' and
 their attention's terms, not the step overhead) scaled by ``served_prefill_factor``
-(``bench.served_path``: a prompt's prefill served against the engine alone; 1 models the engine
+(``bench.studies.served_ttft``: a prompt's prefill served against the engine alone; 1 models the engine
 alone). The request's fixed path latency is not engine time: ``simulator.served_path``.
 
 The host's speed during one run against its speed when the profile was measured: the engine's
@@ -161,5 +161,5 @@ class TimedPerf:
 
 
 def load_fitted_perf(path: Path) -> FittedPerf:
-    """Read a profile written by ``bench.fit_cpu_worker``."""
+    """Read a profile written by ``bench.studies.fit_cpu_worker``."""
     return FittedPerf.from_profile(json.loads(path.read_text()))

@@ -149,7 +149,7 @@ def test_the_gateway_learns_an_engines_prefill_speed_from_its_first_tokens(two_p
     """Both pools' profiles say 1,500 prompt tokens/s; their one-thread CPU engines do a few
     hundred. Of two prompts sent together to one engine the second queues in its prefill line,
     and its first token shows the gateway how fast the engine really is
-    (``scheduling.prefill_cost``, exported per worker). The tenant is held to the large pool's
+    (``scheduling.prediction.prefill_cost``, exported per worker). The tenant is held to the large pool's
     region, so placement cannot spread a pair over both pools; standard tier: loose enough
     objectives that none is refused."""
     _wait_idle(two_pools.fair_url)

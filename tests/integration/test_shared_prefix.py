@@ -1,5 +1,5 @@
 """Requests that share a long system prompt on the real stack: the gateway predicts what the
-engine's prefix cache holds (``scheduling.prefix_reuse``), and the engine copies a running
+engine's prefix cache holds (``scheduling.prediction.prefix_reuse``), and the engine copies a running
 sequence's prefix (``python_backends.chat.scheduler``), so a burst is admitted and computes the
 shared prompt once. With every prompt predicted at full length (1,000 tokens at the ``cpu``
 profile's 320 tokens/s: 3.2 s of premium's 4 s), all but the first of such a burst were refused."""

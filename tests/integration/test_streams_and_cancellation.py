@@ -79,7 +79,7 @@ def _gateway_streams(stack: RunningStack, state: str) -> float:
 
 
 def test_generations_one_after_another_reuse_one_grpc_stream(stack: RunningStack) -> None:
-    """Triton keeps memory per gRPC stream served (gateway/generation_streams.py), so a stream
+    """Triton keeps memory per gRPC stream served (gateway/transport/triton/streams.py), so a stream
     whose generation ended carries the next one; one whose client left is closed, not reused."""
     asyncio.run(_run_streams(stack.url, TOPICS[:2], concurrently=False))  # at least one idle stream
     opened = _gateway_streams(stack, "opened")

@@ -3,8 +3,9 @@
 Triton's gRPC frontend keeps memory for every bidirectional stream it has served: with a new
 ``ModelStreamInfer`` stream per generation, tritonserver grew by about 14 KiB per generation
 (17.7 MiB per 10 minutes under 8 streamed chat clients), and by 0.4 MiB per 10 minutes when each
-client reused one stream (``docs/benchmarks.md``, "tritonserver's memory and gRPC streams"). So
-the gateway opens a stream per *concurrent* generation and reuses it for the next one.
+client reused one stream (``docs/benchmarks.md``, "Memory over time: soaks, and tritonserver's
+memory and gRPC streams"). So the gateway opens a stream per *concurrent* generation and reuses it
+for the next one.
 
 Contract:
 - ``acquire()`` gives an idle stream (the most recently used) or opens one; the caller sends one

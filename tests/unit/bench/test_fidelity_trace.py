@@ -1,4 +1,4 @@
-"""Warm-up requests of the fidelity benches (bench.fidelity_trace.warm_up_item), on the real tokenizer."""
+"""Warm-up requests of the fidelity benches (bench.studies.fidelity_trace.warm_up_item), on the real tokenizer."""
 
 import random
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""The served per-token term derived from a bench.continuous summary (``bench.served_cost``)."""
+"""The served per-token term derived from a bench.continuous summary (``bench.studies.served_cost``)."""
 
 import pytest
 

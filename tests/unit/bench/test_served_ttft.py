@@ -1,4 +1,4 @@
-"""The served path terms from idle single requests (``bench.served_path``): the fixed latency and
+"""The served path terms from idle single requests (``bench.studies.served_ttft``): the fixed latency and
 the served prefill factor against the engine-alone law, and the probes and metrics they come from."""
 
 from __future__ import annotations
