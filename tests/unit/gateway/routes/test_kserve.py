@@ -61,3 +61,12 @@ async def test_metadata_and_readiness_follow_the_workers(gw: InProcessGateway) -
     assert (await gw.client.get("/v2/models/tabular/ready", headers=STANDARD)).status_code == 400
     cold = await gw.client.get("/v2/models/tabular", headers=STANDARD)
     assert cold.status_code == 503 and cold.json()["code"] == "model_cold"
+
+
+async def test_server_metadata_and_a_versions_metadata(gw: InProcessGateway) -> None:
+    server = await gw.client.get("/v2")
+    assert server.json()["extensions"] == ["binary_tensor_data"]
+    versioned = await gw.client.get("/v2/models/tabular/versions/1", headers=STANDARD)
+    assert versioned.status_code == 200 and versioned.json()["name"] == "tabular"
+    missing = await gw.client.get("/v2/models/tabular/versions/9", headers=STANDARD)
+    assert missing.status_code == 404
