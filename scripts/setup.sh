@@ -18,11 +18,16 @@ say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 
 stamp_ok() { [ -f "$STAMPS/$1" ] && [ "$(cat "$STAMPS/$1")" = "$2" ]; }
 
-# 1. System packages (the python backend stub needs a libpython3.11 shared library).
-if ! dpkg -s libpython3.11 >/dev/null 2>&1; then
-  say "installing Debian packages (libpython3.11)"
+# 1. System packages: a libpython3.11 shared library (the python backend stub needs it) and
+#    redis-server (the state store that several gateways share; the tests start their own).
+missing=()
+for package in libpython3.11 redis-server; do
+  dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  say "installing Debian packages (${missing[*]})"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq && apt-get install -y -qq libpython3.11 >/dev/null
+  apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 # 2. Virtualenv on Python 3.11 (the Triton python backend stub is built for 3.11).
