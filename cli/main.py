@@ -17,7 +17,7 @@ from __future__ import annotations
 import signal
 import threading
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import httpx
 import typer
@@ -27,6 +27,7 @@ from rich.table import Table
 from cli.ops import ab_app, audit, keys_app, models_app, rollout_app
 from cli.sim import sim_app
 from scheduling.scheduler import Policy
+from settings.gateway import load_gateway_settings
 from settings.paths import StackPaths, admin_token
 from settings.tenants import hash_api_key
 
@@ -68,12 +69,19 @@ def up(
     control_port: Annotated[int, typer.Option(help="control API port")] = 8081,
     policy: Annotated[Policy | None, typer.Option(help="scheduling policy; overrides scheduling.yaml "
                                                        "(fifo is the baseline)")] = None,
+    gateways: Annotated[int, typer.Option(min=1, max=64, help="gateway processes on the gateway port; more "
+                                                              "than one needs a shared state store "
+                                                              "(gateway.yaml)")] = 1,
 ) -> None:
     """Start Triton workers, the control service and the gateway; stop on Ctrl-C."""
     from control.stack import Listen, LocalStack
 
     paths = _paths(config_dir, state_dir)
-    listen = Listen(gateway_host=host, gateway_port=port, control_port=control_port, policy=policy)
+    if gateways > 1 and not load_gateway_settings(config_dir / "gateway.yaml").shared:
+        raise typer.BadParameter("several gateways need a shared state_store in gateway.yaml "
+                                 "(e.g. redis://127.0.0.1:6379/0)", param_hint="--gateways")
+    listen = Listen(gateway_host=host, gateway_port=port, control_port=control_port, policy=policy,
+                    gateways=gateways)
     stack = LocalStack(paths, listen)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -95,28 +103,38 @@ def up(
         console.print("stopped")
 
 
+def _admin_get(control_url: str, path: str, token: str) -> list[dict[str, Any]]:
+    try:
+        response = httpx.get(f"{control_url}{path}", headers={"Authorization": f"Bearer {token}"}, timeout=5.0)
+        response.raise_for_status()
+    except httpx.HTTPError as exc:
+        console.print(f"[red]control API at {control_url} not reachable: {exc}[/] (is `shunter up` running?)")
+        raise typer.Exit(code=1) from exc
+    rows: list[dict[str, Any]] = response.json()
+    return rows
+
+
 @app.command()
 def status(
     state_dir: StateDir = StackPaths.state_dir,
     control_url: Annotated[str, typer.Option(help="control API base URL")] = "http://127.0.0.1:8081",
 ) -> None:
-    """Show workers, their models and readiness."""
+    """Show workers, their models and readiness, and the gateway processes."""
     token = admin_token(_paths(StackPaths.config_dir, state_dir))
-    try:
-        response = httpx.get(f"{control_url}/admin/v1/workers",
-                             headers={"Authorization": f"Bearer {token}"}, timeout=5.0)
-        response.raise_for_status()
-    except httpx.HTTPError as exc:
-        console.print(f"[red]control API at {control_url} not reachable: {exc}[/] (is `shunter up` running?)")
-        raise typer.Exit(code=1) from exc
     table = Table(title="Triton workers")
     for column in ("worker", "pool", "gpu", "region", "grpc", "pid", "alive", "restarts", "models"):
         table.add_column(column)
-    for row in response.json():
+    for row in _admin_get(control_url, "/admin/v1/workers", token):
         models = ", ".join(f"{m}:{'READY' if ok else 'not ready'}" for m, ok in row["models"].items())
         table.add_row(row["name"], row["pool"], row["gpu_type"], row["region"], row["grpc"],
                       str(row["pid"]), "yes" if row["alive"] else "NO", str(row["restarts"]), models)
     console.print(table)
+    gateways = Table(title="Gateways")
+    for column in ("gateway", "pid", "alive", "address"):
+        gateways.add_column(column)
+    for row in _admin_get(control_url, "/admin/v1/gateways", token):
+        gateways.add_row(str(row["index"]), str(row["pid"]), "yes" if row["alive"] else "NO", row["url"])
+    console.print(gateways)
 
 
 @app.command("hash-key")

@@ -8,6 +8,7 @@ keys. The CLI and the gateways' routing pollers call it; it never serves inferen
 from __future__ import annotations
 
 import hmac
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import httpx
@@ -24,7 +25,9 @@ from settings.stack import StackConfig
 
 
 def create_control_app(config: StackConfig, supervisor: Supervisor, admin_token: str,
-                       plane: ControlPlane | None = None) -> FastAPI:
+                       plane: ControlPlane | None = None,
+                       gateways: Callable[[], list[dict[str, Any]]] | None = None) -> FastAPI:
+    """The admin app; ``gateways`` lists the gateway processes the local stack runs."""
     app = FastAPI(title="Shunter control", docs_url=None, redoc_url=None)
 
     def require_admin(authorization: Annotated[str, Header()] = "") -> None:
@@ -62,6 +65,10 @@ def create_control_app(config: StackConfig, supervisor: Supervisor, admin_token:
                     "models": worker.models_ready(client) if worker.alive() else {},
                 })
         return rows
+
+    @app.get("/admin/v1/gateways", dependencies=[Depends(require_admin)])
+    def gateway_processes() -> list[dict[str, Any]]:
+        return gateways() if gateways is not None else []
 
     @app.get("/admin/v1/models", dependencies=[Depends(require_admin)])
     def models() -> list[dict[str, Any]]:

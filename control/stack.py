@@ -11,6 +11,7 @@ then control, then the workers.
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import threading
@@ -25,11 +26,14 @@ import uvicorn
 from control.assets.build import build_artifacts
 from control.control_plane import ControlPlane
 from control.errors import ControlError
+from control.redis_server import LocalRedis
+from control.redis_server import answers as redis_answers
 from control.repository import render_repository
 from control.service import create_control_app
 from control.supervisor import Supervisor
 from control.triton_runtime import resolve_runtime
 from scheduling.scheduler import Policy
+from settings.gateway import load_gateway_settings
 from settings.paths import StackPaths, admin_token
 from settings.stack import StackConfig, load_stack_config
 
@@ -40,6 +44,7 @@ class Listen:
     gateway_port: int = 8080
     control_port: int = 8081
     policy: Policy | None = None
+    gateways: int = 1  # gateway processes sharing gateway_port (SO_REUSEPORT)
 
 
 class StackStartError(ControlError, RuntimeError):
@@ -72,12 +77,28 @@ class LocalStack:
         self.supervisor: Supervisor | None = None
         self._control: uvicorn.Server | None = None
         self._control_thread: threading.Thread | None = None
-        self.gateway: subprocess.Popen[bytes] | None = None
+        self.gateways: list[subprocess.Popen[bytes]] = []
+        self.redis: LocalRedis | None = None
         self.plane: ControlPlane | None = None
+        # With several gateways on one port, each also listens on a port of its own, so that
+        # control can reach every one (rollouts wait for each to apply new routing).
+        self.direct_ports = [free_port() for _ in range(listen.gateways)] if listen.gateways > 1 else []
+
+    @property
+    def gateway(self) -> subprocess.Popen[bytes] | None:
+        """The first gateway process (the only one unless ``listen.gateways`` > 1)."""
+        return self.gateways[0] if self.gateways else None
 
     @property
     def gateway_url(self) -> str:
         return f"http://{self.listen.gateway_host}:{self.listen.gateway_port}"
+
+    @property
+    def gateway_urls(self) -> list[str]:
+        """An address of every gateway process (its own port when there are several)."""
+        if not self.direct_ports:
+            return [self.gateway_url]
+        return [f"http://127.0.0.1:{port}" for port in self.direct_ports]
 
     @property
     def control_url(self) -> str:
@@ -86,14 +107,15 @@ class LocalStack:
     def start(self, log: Callable[[str], None] = print) -> None:
         config = build(self.paths, log)  # the control plane renders the repository, once
         runtime = resolve_runtime(config.triton, self.paths.state_dir)
-        self.plane = ControlPlane.open(self.paths, config, [self.gateway_url])
+        self.plane = ControlPlane.open(self.paths, config, self.gateway_urls)
         try:
             self.plane.bootstrap(self.paths.artifacts)
             self.supervisor = Supervisor(config, runtime, self.paths.repository, self.paths.logs)
             self.supervisor.start()
             self.plane.mark_served_ready()
             self._start_control(config)
-            self._start_gateway()
+            self._start_redis()
+            self._start_gateways()
             self.plane.start_analysis()
         except BaseException:
             self.stop()
@@ -101,7 +123,7 @@ class LocalStack:
 
     def _start_control(self, config: StackConfig) -> None:
         assert self.supervisor is not None
-        app = create_control_app(config, self.supervisor, admin_token(self.paths), self.plane)
+        app = create_control_app(config, self.supervisor, admin_token(self.paths), self.plane, self.gateway_rows)
         server_config = uvicorn.Config(app, host="127.0.0.1", port=self.listen.control_port,
                                        log_level="warning", lifespan="off")
         self._control = uvicorn.Server(server_config)
@@ -109,12 +131,32 @@ class LocalStack:
                                                 daemon=True)
         self._control_thread.start()
 
-    def _start_gateway(self) -> None:
-        self.gateway = start_gateway(self.paths, self.listen, self.paths.logs / "gateway.log", self.control_url)
+    def _start_redis(self) -> None:
+        """Start redis-server for a loopback ``redis://`` state store that nothing answers yet."""
+        settings = load_gateway_settings(self.paths.gateway_file)
+        port = settings.local_redis_port
+        if settings.start_redis and port is not None and not redis_answers(port):
+            self.redis = LocalRedis(port, self.paths.state_dir)
+            self.redis.start()
+
+    def _start_gateways(self) -> None:
+        """One gateway after another, each ready (on its own port, when there are several)
+        before the next starts."""
+        for index in range(self.listen.gateways):
+            direct = self.direct_ports[index] if self.direct_ports else None
+            log_path = self.paths.logs / ("gateway.log" if index == 0 else f"gateway-{index}.log")
+            self.gateways.append(start_gateway(self.paths, self.listen, log_path, self.control_url, direct_port=direct))
+
+    def gateway_rows(self) -> list[dict[str, object]]:
+        """Each gateway process, for ``shunter status``."""
+        return [{"index": i, "pid": process.pid, "alive": process.poll() is None, "url": url}
+                for i, (process, url) in enumerate(zip(self.gateways, self.gateway_urls, strict=False))]
 
     def stop(self) -> None:
-        if self.gateway is not None:
-            stop_process(self.gateway)
+        for process in self.gateways:
+            stop_process(process)
+        if self.redis is not None:
+            self.redis.stop()
         if self.plane is not None:
             self.plane.close()
         if self._control is not None:
@@ -125,21 +167,32 @@ class LocalStack:
             self.supervisor.stop()
 
 
+def free_port() -> int:
+    """A TCP port on the loopback that nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
 def start_gateway(paths: StackPaths, listen: Listen, log_path: Path, control_url: str | None = None,
-                  ready_timeout_s: float = 60.0) -> subprocess.Popen[bytes]:
+                  ready_timeout_s: float = 60.0, direct_port: int | None = None) -> subprocess.Popen[bytes]:
     """Start ``python -m gateway`` for ``paths`` on ``listen`` (following ``control_url``'s routing
-    when given) and wait for its ``/readyz``."""
+    when given; also on ``direct_port`` of its own when given) and wait for its ``/readyz``."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log_file:
         process = subprocess.Popen(
             [sys.executable, "-m", "gateway", "--host", listen.gateway_host, "--port", str(listen.gateway_port),
              "--config-dir", str(paths.config_dir), "--state-dir", str(paths.state_dir),
              *(["--policy", listen.policy.value] if listen.policy else []),
-             *(["--control-url", control_url] if control_url else [])],
+             *(["--control-url", control_url] if control_url else []),
+             *(["--direct-port", str(direct_port)] if direct_port is not None else [])],
             stdout=log_file, stderr=subprocess.STDOUT,
         )
     try:
-        wait_http_ok(f"http://{listen.gateway_host}:{listen.gateway_port}/readyz", ready_timeout_s, process, log_path)
+        ready_url = (f"http://127.0.0.1:{direct_port}/readyz" if direct_port is not None
+                     else f"http://{listen.gateway_host}:{listen.gateway_port}/readyz")
+        wait_http_ok(ready_url, ready_timeout_s, process, log_path)
     except BaseException:
         stop_process(process)
         raise

@@ -1,10 +1,12 @@
-"""The admission adapter: from an HTTP request to the scheduling core's ``Request``, and the wait
-for its turn.
+"""The admission adapter: from an HTTP request to the scheduling core's ``Request``, and the wait for
+its turn.
 
-``AdmissionAdapter.admit(...)`` builds the core's request (cost in tokens, tier SLO, queue deadline), waits in the
-dispatcher's queue while watching for the client to disconnect, and returns the ``Ticket`` naming
-the worker. The queue deadline is the tier's ``deadline_s`` or, if sooner, the client's
-``X-Deadline-Ms`` header (milliseconds it will wait for the request to start).
+``AdmissionAdapter.admit(...)`` builds the core's request (cost in tokens, tier SLO, queue
+deadline), takes its share of the tenant's fleet-wide quotas when the gateways share a state store
+(``fleet_quotas``), waits in the dispatcher's queue while watching for the client to disconnect,
+and returns the ``Ticket`` naming the worker. The queue deadline is the tier's ``deadline_s`` or,
+if sooner, the client's ``X-Deadline-Ms`` header (milliseconds it will wait for the request to
+start).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from starlette.types import Receive
 from gateway.context import request_context
 from gateway.dispatcher import Dispatcher, Ticket
 from gateway.errors import InvalidRequestError
+from gateway.fleet_quotas import FleetQuotas
 from gateway.routing import RoutingTable, version_for
 from scheduling.prediction.prefix_reuse import PromptPrefixes
 from scheduling.requests import Request, RequestKind
@@ -50,10 +53,12 @@ async def client_gone(receive: Receive) -> None:
 class AdmissionAdapter:
     """Admits HTTP requests into the dispatcher with their tier's SLO and the routed version."""
 
-    def __init__(self, dispatcher: Dispatcher, slo: Mapping[Tier, Slo], routing: RoutingTable) -> None:
+    def __init__(self, dispatcher: Dispatcher, slo: Mapping[Tier, Slo], routing: RoutingTable,
+                 fleet_quotas: FleetQuotas | None = None) -> None:
         self.dispatcher = dispatcher
         self.slo = slo
         self.routing = routing
+        self.fleet_quotas = fleet_quotas
 
     async def admit(self, http_request: HttpRequest, tenant: Tenant, model: ModelSpec, prefill_tokens: int,
                     max_output_tokens: int = 0, rows: int = 1, prefixes: PromptPrefixes | None = None) -> Ticket:
@@ -72,6 +77,8 @@ class AdmissionAdapter:
             cost_factor=model.token_cost_factor, ttft_slo_s=slo.ttft_s,
             model_version=version_for(self.routing, context, tenant, model.name), prefixes=prefixes,
         )
+        if self.fleet_quotas is not None:
+            await self.fleet_quotas.take(request)  # given back by the dispatcher's ending of the request
         ticket = await self.dispatcher.acquire(request, lambda: client_gone(http_request.receive))
         context.dispatch = ticket.dispatch
         return ticket

@@ -9,8 +9,7 @@ added by the context middleware.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -18,30 +17,24 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from gateway.admission import AdmissionAdapter
-from gateway.catalog import ModelCatalog
-from gateway.composition import Gateway
+from gateway.composition import GatewaySetup, TransportFactory, running
 from gateway.context import RequestContextMiddleware, request_context
-from gateway.dispatcher import Dispatcher
 from gateway.errors import GatewayError, InvalidRequestError, UnprocessableError
-from gateway.idempotency import IdempotencyLedger
+from gateway.idempotency import IdempotencyMiddleware
 from gateway.metrics import GatewayMetrics
-from gateway.request_status import RequestStatusStore
 from gateway.responses import JSONResponse
 from gateway.routes import health, kserve, openai, requests, rerank
-from gateway.routing import RoutingPoller, RoutingTable
 from gateway.tokenization import LlmTokenizer, TextTokenizer
 from gateway.transport.protocol import Transport
 from gateway.transport.triton.transport import TritonTransport
 from scheduling.outcomes import Outcome
-from scheduling.scheduler import Policy, build_scheduler
+from scheduling.scheduler import Policy
+from settings.gateway import load_gateway_settings
 from settings.paths import StackPaths
 from settings.scheduling import load_scheduling
 from settings.stack import StackConfig, WorkloadKind, load_stack_config
 from settings.tenants import load_tenants
 from settings.workers import worker_addresses
-
-TransportFactory = Callable[[StackConfig, float], Transport]
 
 
 def triton_transport(config: StackConfig, poll_interval_s: float) -> Transport:
@@ -115,17 +108,6 @@ def _install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Exception, unexpected_error)
 
 
-def _routes_changed(gateway: Gateway) -> None:
-    """New routes may name versions the readiness poll has not seen yet: re-read the workers now."""
-    gateway.metrics.routing_generation.set(gateway.routing.generation)
-    task = asyncio.ensure_future(gateway.transport.refresh())
-    _background.add(task)
-    task.add_done_callback(_background.discard)
-
-
-_background: set[asyncio.Future[None]] = set()
-
-
 def create_app(paths: StackPaths, poll_interval_s: float = 1.0, policy: Policy | None = None,
                control_url: str | None = None, transport: TransportFactory = triton_transport) -> FastAPI:
     """The gateway for the stack in ``paths``; ``policy`` overrides scheduling.yaml's. With
@@ -134,43 +116,25 @@ def create_app(paths: StackPaths, poll_interval_s: float = 1.0, policy: Policy |
     ``transport`` makes the workers' transport at startup (Triton's by default)."""
     config = load_stack_config(paths.pools_file, paths.models_file)
     scheduling = load_scheduling(paths.scheduling_file, config, policy)
-    tenants = load_tenants(paths.tenants_file)
     llm_tokenizers, text_tokenizers = load_tokenizers(config, paths)
-    metrics = GatewayMetrics()
-    profiles = {pool.name: scheduling.profile_of(pool.profile_name) for pool in config.pools}
+    setup = GatewaySetup(
+        config=config, scheduling=scheduling, tenants=load_tenants(paths.tenants_file),
+        settings=load_gateway_settings(paths.gateway_file), llm_tokenizers=llm_tokenizers,
+        text_tokenizers=text_tokenizers, metrics=GatewayMetrics(),
+        profiles={pool.name: scheduling.profile_of(pool.profile_name) for pool in config.pools})
+    routing_url = f"{control_url.rstrip('/')}/admin/v1/routing" if control_url is not None else None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        workers = transport(config, poll_interval_s)
-        scheduler = build_scheduler(scheduling.scheduler, scheduling.limits)
-        dispatcher = Dispatcher(scheduler, workers, metrics, RequestStatusStore(), lambda: workers.views(profiles))
-        routing = RoutingTable.from_config(config)
-        gateway = Gateway(
-            models=ModelCatalog(config, workers, llm_tokenizers, text_tokenizers), tenants=tenants,
-            transport=workers, dispatcher=dispatcher,
-            admission=AdmissionAdapter(dispatcher, scheduling.slo, routing), routing=routing,
-            scheduling=scheduling, metrics=metrics, idempotency=IdempotencyLedger())
-        app.state.gateway = gateway
-        await workers.start()
-        workers.on_refresh.append(dispatcher.refresh_workers)
-        await dispatcher.start()
-        poller = None
-        if control_url is not None:
-            routing.on_change.append(lambda: _routes_changed(gateway))
-            poller = RoutingPoller(routing, f"{control_url.rstrip('/')}/admin/v1/routing",
-                                   paths.admin_token_file.read_text().strip())
-            await poller.start()
-        try:
+        async with running(setup, transport, poll_interval_s, routing_url,
+                           lambda: paths.admin_token_file.read_text().strip()) as gateway:
+            app.state.gateway = gateway
             yield
-        finally:
-            if poller is not None:
-                await poller.close()
-            await dispatcher.close()
-            await workers.close()
 
     app = FastAPI(title="Shunter gateway", version="0.1.0", lifespan=lifespan)
     for module in (openai, rerank, kserve, requests, health):
         app.include_router(module.router)
     _install_error_handlers(app)
-    app.add_middleware(RequestContextMiddleware, metrics=metrics)
+    app.add_middleware(IdempotencyMiddleware)
+    app.add_middleware(RequestContextMiddleware, metrics=setup.metrics)
     return app

@@ -26,7 +26,5 @@ async def authenticate(request: Request) -> Tenant:
     idempotency = idempotency_key(request.scope)
     if idempotency == "":
         raise InvalidRequestError("Idempotency-Key must be 1-255 visible ASCII characters", param="Idempotency-Key")
-    if idempotency is not None:
-        context.idempotency_key = idempotency
-        gateway.idempotency.remember(tenant.name, idempotency, context.request_id)
+    context.idempotency_key = idempotency  # its semantics: gateway/idempotency.py
     return tenant

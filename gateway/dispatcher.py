@@ -98,6 +98,7 @@ class Dispatcher:
         self._task: asyncio.Task[None] | None = None
         self._depth_updated_s = float("-inf")
         self._driver_wakes_s = float("-inf")
+        self.on_ended: list[Callable[[Request, int], None]] = []  # (request, generated tokens), once each
 
     async def start(self) -> None:
         self.refresh_workers()
@@ -111,6 +112,7 @@ class Dispatcher:
         for future in self._waiting.values():
             if not future.done():
                 future.set_exception(UnavailableError("the gateway is shutting down", retry_after_s=5))
+        await self.statuses.close()
 
     def refresh_workers(self) -> None:
         """Give the core the workers' current views (readiness, live KV) and wake the driver."""
@@ -189,10 +191,12 @@ class Dispatcher:
         self._ended(request, error.ending)
         return error
 
-    def _ended(self, request: Request, ending: Ending) -> None:
+    def _ended(self, request: Request, ending: Ending, generated_tokens: int = 0) -> None:
         self.metrics.version_holders.labels(request.model, str(request.model_version)).dec()
         self.statuses.finished(request.request_id, ending.label)
         self.metrics.outcomes.labels(request.tier.value, ending.outcome.value).inc()
+        for callback in self.on_ended:
+            callback(request, generated_tokens)
 
     def first_output(self, request: Request) -> None:
         """Tell the core when a dispatched LLM request's first token came, which corrects its
@@ -203,7 +207,7 @@ class Dispatcher:
     def finish(self, request: Request, ending: Ending, generated_tokens: int = 0) -> None:
         self.scheduler.complete(request.request_id, self.clock(), generated_tokens)
         self.metrics.in_flight.labels(request.model).dec()
-        self._ended(request, ending)
+        self._ended(request, ending, generated_tokens)
         counter = self.scheduler.service_counters().get(request.tenant.name)
         if counter is not None:
             self.metrics.weighted_service.labels(request.tenant.name, request.tier.value).set(counter)

@@ -8,6 +8,7 @@
     ├── PermissionDeniedError         403 permission_error        (residency, model not allowed)
     ├── ModelNotFoundError            404 invalid_request_error   code model_not_found
     ├── NotFoundError                 404 invalid_request_error   code request_not_found
+    ├── ConflictError                 409 invalid_request_error   (Idempotency-Key in use or not replayable)
     ├── RateLimitedError              429 rate_limit_error        + Retry-After
     ├── UnavailableError              503 service_unavailable     + Retry-After (saturated, cold)
     ├── DeadlineExceededError         504 timeout                 (queue deadline before dispatch)
@@ -102,6 +103,10 @@ class DeadlineExceededError(GatewayError):
 
 class UpstreamError(GatewayError):
     status, type, code, outcome = 502, "upstream_error", "worker_failed", Outcome.FAILED
+
+
+class ConflictError(GatewayError):
+    status, type, code, outcome = 409, "invalid_request_error", "conflict", Outcome.REJECTED
 
 
 class PayloadTooLargeError(InvalidRequestError):

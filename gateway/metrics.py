@@ -69,6 +69,9 @@ class GatewayMetrics:
                                         registry=r)
         self.worker_ready = Gauge("shunter_worker_model_ready", "1 when a worker has the model READY",
                                   ["worker", "model"], registry=r)
+        self.state_store_up = Gauge("shunter_state_store_up",
+                                    "1 while the state store answers (0: this gateway serves from its own view)",
+                                    ["store"], registry=r)
         self.worker_streams = Gauge("shunter_worker_generation_streams",
                                     "gRPC generation streams per worker: opened since start (opened), idle now (idle)",
                                     ["worker", "state"], registry=r)

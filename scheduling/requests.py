@@ -68,3 +68,7 @@ class Request:
     def cost_tokens(self) -> float:
         """Quota cost: ``work_units`` times the model's cost factor."""
         return self.work_units * self.cost_factor
+
+    def unused_tokens(self, generated_tokens: int) -> float:
+        """Quota tokens given back when it ends: the reserved output it did not generate."""
+        return max(0, self.max_output_tokens - generated_tokens) * self.cost_factor

@@ -264,8 +264,7 @@ class Scheduler:
             self.rate(flight.worker_id, request.model).record(done_units, busy_s)
         self.predictor.completed(request, generated_tokens)
         self.queue.refund(request, generated_tokens)
-        unused = max(0, request.max_output_tokens - generated_tokens) * request.cost_factor
-        self.admission.release(request, unused, now)
+        self.admission.release(request, request.unused_tokens(generated_tokens), now)
         return flight
 
     def first_token(self, request_id: str, now: float) -> None:
@@ -305,6 +304,12 @@ class Scheduler:
     def service_counters(self) -> dict[str, float]:
         """Weighted service per tenant (the fair queue's virtual token counters)."""
         return dict(self.queue.counters)
+
+    def add_service(self, weighted_service: Mapping[str, float]) -> None:
+        """Count service that other gateways gave these tenants (weighted, as in
+        ``service_counters``), so the fair queue orders tenants by their fleet-wide service."""
+        for tenant, service in weighted_service.items():
+            self.queue.counters[tenant] = self.queue.counters.get(tenant, 0.0) + service
 
 
 def build_scheduler(config: SchedulerConfig, limits: Mapping[str, ModelLimits], seed: int = 0, *,

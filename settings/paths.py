@@ -36,6 +36,10 @@ class StackPaths:
         return self.config_dir / "control.yaml"
 
     @property
+    def gateway_file(self) -> Path:
+        return self.config_dir / "gateway.yaml"
+
+    @property
     def artifacts(self) -> Path:
         return self.state_dir / "artifacts"
 

@@ -1,4 +1,5 @@
-"""Liveness, readiness (every served model has a ready worker) and Prometheus metrics."""
+"""Liveness, readiness (every served model has a ready worker; the state store shown) and Prometheus
+metrics."""
 
 from __future__ import annotations
 
@@ -27,8 +28,13 @@ async def healthz() -> Any:
 
 @router.get("/readyz")
 async def readyz(request: Request) -> Any:
+    """Ready while every served model has a ready worker; the state store's health is shown, not
+    required (without it the gateway serves from its own view)."""
     ok, models = _readiness(request)
-    return JSONResponse({"ready": ok, "models": models}, status_code=200 if ok else 503)
+    gateway = gateway_of(request)
+    store = {"name": gateway.store.name, "healthy": gateway.store.healthy, "shared": gateway.settings.shared}
+    return JSONResponse({"ready": ok, "models": models, "gateway": gateway.gateway_id, "state_store": store},
+                        status_code=200 if ok else 503)
 
 
 @router.get("/v2/health/ready")
@@ -50,6 +56,7 @@ async def v2_server_metadata() -> Any:
 async def metrics(request: Request) -> Response:
     gateway = gateway_of(request)
     metrics = gateway.metrics
+    metrics.state_store_up.labels(gateway.store.name).set(gateway.store.healthy)
     for worker in gateway.transport.workers():
         for model in worker.models:
             metrics.worker_ready.labels(worker.name, model).set(model in worker.ready_models)

@@ -1,5 +1,6 @@
 """``GET /v1/requests/{id}``: a request's status, queue position and estimated start while queued,
-its outcome after; only the tenant that sent it can see it (to anyone else it does not exist).
+its outcome after, from whichever gateway of the fleet holds it; only the tenant that sent it can
+see it (to anyone else it does not exist).
 ``GET /v1/requests?status=queued`` lists the tenant's own newest requests (at most ``limit``)."""
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from gateway.auth import authenticate
 from gateway.composition import gateway_of
 from gateway.dispatcher import Dispatcher
 from gateway.errors import NotFoundError
-from gateway.request_status import RequestRecord
 from gateway.responses import JSONResponse
+from gateway.state_store.protocol import RequestRecord
 from scheduling.tenants import Tenant
 
 router = APIRouter(prefix="/v1")
@@ -23,7 +24,7 @@ router = APIRouter(prefix="/v1")
 async def request_status(request_id: str, request: Request,
                          tenant: Annotated[Tenant, Depends(authenticate)]) -> Any:
     dispatcher = gateway_of(request).dispatcher
-    record = dispatcher.statuses.get(request_id, tenant.name)
+    record = await dispatcher.statuses.lookup(request_id, tenant.name)
     if record is None:
         raise NotFoundError(f"no request '{request_id}' for your tenant", param="request_id")
     return JSONResponse(_describe(dispatcher, record))
@@ -34,7 +35,7 @@ async def list_requests(request: Request, tenant: Annotated[Tenant, Depends(auth
                         status: Annotated[str | None, Query(max_length=32)] = None,
                         limit: Annotated[int, Query(ge=1, le=100)] = 20) -> Any:
     dispatcher = gateway_of(request).dispatcher
-    records = dispatcher.statuses.recent(tenant.name, status, limit)
+    records = await dispatcher.statuses.fleet_recent(tenant.name, status, limit)
     return JSONResponse({"object": "list", "data": [_describe(dispatcher, r) for r in records]})
 
 

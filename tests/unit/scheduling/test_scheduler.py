@@ -186,3 +186,20 @@ def test_the_fifo_baseline_admits_without_quotas_or_estimates() -> None:
     decisions = [scheduler.submit(request(who, prefill=2000, output=2000, deadline_in_s=0.01), now=0)
                  for _ in range(10)]
     assert all(isinstance(d, Admitted) for d in decisions)
+
+
+def test_service_from_other_gateways_orders_the_tenants_here() -> None:
+    scheduler = _scheduler()
+    scheduler.update_workers([view("big", BIG, "eu")])
+    hold = request(tenant(tier=Tier.PREMIUM), prefill=4000, output=4000, deadline_in_s=600)
+    scheduler.submit(hold, now=0)
+    scheduler.schedule(now=0)  # the worker is full: the next two wait, both backlogged
+    busy, idle = tenant(name="busy-elsewhere"), tenant(name="idle-elsewhere")
+    first, second = request(busy, prefill=2000, output=2000), request(idle, prefill=2000, output=2000)
+    scheduler.submit(first, now=0)
+    scheduler.submit(second, now=0)
+    scheduler.add_service({"busy-elsewhere": 1e6})  # another gateway served it meanwhile
+    assert scheduler.service_counters()["busy-elsewhere"] == 1e6
+    scheduler.complete(hold.request_id, now=1, generated_tokens=4000)
+    dispatched = [d.request_id for d in scheduler.schedule(now=1).dispatches]
+    assert dispatched[0] == second.request_id  # without the other gateway's service, first would go first

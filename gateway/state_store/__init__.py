@@ -1,0 +1,2 @@
+"""The state several gateways share (``protocol.StateStore``): ``embedded`` (in this process, the
+default) or ``redis``."""

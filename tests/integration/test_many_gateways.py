@@ -1,0 +1,167 @@
+"""Two gateway processes on one port with the Redis state store (started by the stack) and a real
+Triton worker: fleet-wide quotas, idempotent retries across gateways, request status from either,
+and serving on while Redis is down."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from control.stack import Listen, LocalStack, free_port, load_config
+from settings.paths import StackPaths
+from settings.tenants import hash_api_key
+from settings.workers import WorkerAddress, worker_addresses
+from tests.integration.conftest import KEYS, make_paths
+
+pytestmark = pytest.mark.integration
+
+GATEWAY_PORT = 28700
+CONTROL_PORT = 28701
+WORKER_BASE_PORT = 28710
+FIVE_RPS_KEY = "five-rps-key"
+
+
+@dataclass(frozen=True)
+class Fleet:
+    stack: LocalStack
+    paths: StackPaths
+    worker: WorkerAddress
+
+    def gateway(self, index: int, key: str = KEYS["standard"]) -> httpx.Client:
+        """A client of gateway ``index`` alone (its own port)."""
+        return httpx.Client(base_url=self.stack.gateway_urls[index], timeout=30.0,
+                            headers={"Authorization": f"Bearer {key}"})
+
+    def embed_executions(self) -> int:
+        """How many requests Triton's ``embed`` has executed (its inference statistics)."""
+        url = f"http://127.0.0.1:{self.worker.http_port}/v2/models/embed/stats"
+        stats = httpx.get(url, timeout=10).json()["model_stats"]
+        return sum(int(s["inference_stats"]["success"]["count"]) for s in stats)
+
+
+def _fleet_config(root: Path, redis_port: int) -> StackPaths:
+    paths = make_paths(root, WORKER_BASE_PORT, models=("embed",))
+    (paths.config_dir / "gateway.yaml").write_text(yaml.safe_dump(
+        {"state_store": f"redis://127.0.0.1:{redis_port}/0", "start_redis": True}))
+    tenants = yaml.safe_load(paths.tenants_file.read_text())
+    for tenant in tenants["tenants"]:
+        tenant["quotas"] = {}  # the demo tenants unlimited: only the five-rps tenant is held to a quota
+    tenants["tenants"].append({"name": "five-rps", "tier": "standard", "api_key_sha256": [hash_api_key(FIVE_RPS_KEY)],
+                               "quotas": {"requests_per_second": 5}})
+    paths.tenants_file.write_text(yaml.safe_dump(tenants))
+    models = yaml.safe_load(paths.models_file.read_text())
+    for model in models["models"]:
+        model["cache_entries"] = 0  # every request reaches Triton unless idempotency replays it
+    paths.models_file.write_text(yaml.safe_dump(models))
+    return paths
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory, artifacts_dir: Path) -> Iterator[Fleet]:
+    paths = _fleet_config(tmp_path_factory.mktemp("fleet"), free_port())
+    stack = LocalStack(paths, Listen(gateway_port=GATEWAY_PORT, control_port=CONTROL_PORT, gateways=2))
+    stack.start(log=lambda _: None)
+    try:
+        assert stack.redis is not None, "the stack did not start redis-server for its redis:// store"
+        yield Fleet(stack, paths, worker_addresses(load_config(paths))[0])
+    finally:
+        stack.stop()
+
+
+def _embed(client: httpx.Client, text: str, key: str | None = None) -> httpx.Response:
+    headers = {"Idempotency-Key": key} if key else {}
+    return client.post("/v1/embeddings", json={"model": "embed", "input": [text]}, headers=headers)
+
+
+def _until(check: object, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if callable(check) and check():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+def test_both_gateways_serve_one_port_and_are_listed(fleet: Fleet) -> None:
+    seen = set()
+    for _ in range(40):
+        with httpx.Client(timeout=10) as fresh:  # a new connection each time: the kernel spreads them
+            seen.add(fresh.get(f"http://127.0.0.1:{GATEWAY_PORT}/readyz").json()["gateway"])
+        if len(seen) == 2:
+            break
+    assert len(seen) == 2
+    rows = httpx.get(f"http://127.0.0.1:{CONTROL_PORT}/admin/v1/gateways", timeout=10,
+                     headers={"Authorization": f"Bearer {fleet.paths.admin_token_file.read_text().strip()}"}).json()
+    assert [r["alive"] for r in rows] == [True, True]
+
+
+def test_a_tenants_requests_per_second_hold_across_both_gateways(fleet: Fleet) -> None:
+    clients = [fleet.gateway(0, FIVE_RPS_KEY), fleet.gateway(1, FIVE_RPS_KEY)]
+    started = time.monotonic()
+    statuses = [_embed(clients[i % 2], f"quota {i}").status_code for i in range(40)]
+    elapsed_s = time.monotonic() - started
+    served = statuses.count(200)
+    assert set(statuses) <= {200, 429}
+    assert served <= 5 + 5 * elapsed_s + 1, (served, elapsed_s)  # one bucket for the fleet, not one per gateway
+    assert served >= 5
+    refused = _embed(clients[0], "one more")
+    assert refused.status_code == 429 and refused.json()["error"]["code"] == "requests_per_second"
+    assert "retry-after" in refused.headers
+
+
+def test_an_idempotent_retry_on_the_other_gateway_replays_the_first_response(fleet: Fleet) -> None:
+    key = uuid.uuid4().hex
+    first = _embed(fleet.gateway(0), "the same request", key)
+    assert first.status_code == 200
+    executions = fleet.embed_executions()
+    again = _embed(fleet.gateway(1), "the same request", key)
+    assert again.status_code == 200 and again.content == first.content
+    assert again.headers["idempotent-replayed"] == "true"
+    assert again.headers["x-original-request-id"] == first.headers["x-request-id"]
+    assert fleet.embed_executions() == executions  # no second Triton execution
+    other_body = _embed(fleet.gateway(1), "another request", key)
+    assert other_body.status_code == 422 and other_body.json()["error"]["code"] == "idempotency_key_reused"
+    other_tenant = _embed(fleet.gateway(1, KEYS["batch"]), "the same request", key)
+    assert other_tenant.status_code == 200 and "idempotent-replayed" not in other_tenant.headers
+
+
+def test_a_requests_status_is_read_through_either_gateway_only_by_its_tenant(fleet: Fleet) -> None:
+    sent = _embed(fleet.gateway(0), "status please")
+    request_id = sent.headers["x-request-id"]
+
+    def finished_on_the_other() -> bool:
+        answer = fleet.gateway(1).get(f"/v1/requests/{request_id}")
+        return answer.status_code == 200 and answer.json()["outcome"] == "completed"
+
+    _until(finished_on_the_other)
+    for index in (0, 1):
+        assert fleet.gateway(index, KEYS["batch"]).get(f"/v1/requests/{request_id}").status_code == 404
+    listed = fleet.gateway(1).get("/v1/requests", params={"limit": 50}).json()["data"]
+    assert request_id in {r["id"] for r in listed}
+
+
+def test_serving_goes_on_while_redis_is_down_and_the_store_resynchronises(fleet: Fleet) -> None:
+    redis = fleet.stack.redis
+    assert redis is not None and redis.process is not None
+    redis.stop()
+    try:
+        during = [_embed(fleet.gateway(i % 2), f"outage {i}") for i in range(6)]
+        assert [r.status_code for r in during] == [200] * 6
+        ready = fleet.gateway(0).get("/readyz").json()
+        assert ready["ready"] and ready["state_store"]["healthy"] is False
+    finally:
+        redis.start()
+    outage_id = during[0].headers["x-request-id"]  # sent to gateway 0 while the store was down
+
+    def readable_on_the_other() -> bool:
+        return fleet.gateway(1).get(f"/v1/requests/{outage_id}").status_code == 200
+
+    _until(readable_on_the_other, timeout_s=10.0)
+    assert fleet.gateway(0).get("/readyz").json()["state_store"]["healthy"] is True
