@@ -44,6 +44,7 @@ BENCHMARKS = (
     Command("tenancy", "bench.tenancy.fair_vs_fifo"),
     Command("push", "bench.push"),
     Command("rollout", "bench.rollout"),
+    Command("gateways", "bench.gateways"),
 )
 STUDIES = tuple(Command(f"studies.{name}", f"bench.studies.{name}") for name in (
     "fit_cpu_worker", "served_cost", "served_ttft", "fidelity_real", "fidelity_report",
