@@ -25,6 +25,7 @@ callers that catch it still do. The admin API maps the tree to HTTP statuses in 
     ├── TritonNotFoundError          triton_runtime.py [RuntimeError]: no usable tritonserver binary
     ├── WorkerStartError             supervisor.py [RuntimeError]: a worker did not become ready in time
     ├── StackStartError              stack.py [RuntimeError]: a part of the local stack did not come up
+    ├── RedisStartError              redis_server.py [RuntimeError]: the stack's redis-server did not come up
     ├── ExportVerificationError      assets/efficientnet_lite.py [RuntimeError]: the ONNX export disagrees
     └── ControlApiError              admin_api.py: the admin API refuses a request (``status``, ``code``)
 """

@@ -32,10 +32,11 @@ def _client(url: str) -> httpx.AsyncClient:
     return httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(90.0), limits=limits)
 
 
-async def noisy_neighbour(url: str, duration_s: float, flood: bool) -> list[Observation]:
+async def noisy_neighbour(url: str, duration_s: float, flood: bool, noisy_url: str | None = None) -> list[Observation]:
     """Observations of both tenants; the noisy tenant's unfinished requests are cancelled at the
-    end (its clients go away), the quiet tenant's are awaited."""
-    async with _client(url) as client:
+    end (its clients go away), the quiet tenant's are awaited. ``noisy_url``: the noisy tenant
+    sends to another gateway of the fleet (default: the same ``url``)."""
+    async with _client(url) as client, _client(noisy_url or url) as noisy_client:
         def quiet_chat(i: int) -> Any:
             return chat(client, "quiet", KEYS["quiet"], f"Name one fact about {TOPICS[i % len(TOPICS)]}.", 16)
 
@@ -44,8 +45,9 @@ async def noisy_neighbour(url: str, duration_s: float, flood: bool) -> list[Obse
 
         def noisy(i: int) -> Any:
             if i % 2:
-                return embed(client, "noisy", KEYS["noisy"], [f"noisy sentence {i} {j}" for j in range(32)])
-            return chat(client, "noisy", KEYS["noisy"], f"Write a long story about {TOPICS[i % len(TOPICS)]}.", 64)
+                return embed(noisy_client, "noisy", KEYS["noisy"], [f"noisy sentence {i} {j}" for j in range(32)])
+            return chat(noisy_client, "noisy", KEYS["noisy"], f"Write a long story about {TOPICS[i % len(TOPICS)]}.",
+                        64)
 
         loads = [open_loop(QUIET_CHAT_PER_S, duration_s, quiet_chat),
                  open_loop(QUIET_EMBED_PER_S, duration_s, quiet_embed)]

@@ -4,6 +4,7 @@ and serving on while Redis is down."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Iterator
@@ -14,6 +15,8 @@ import httpx
 import pytest
 import yaml
 
+from bench.tenancy.scenarios import noisy_neighbour, summarize
+from bench.tenancy.two_pools import TENANTS
 from control.stack import Listen, LocalStack, free_port, load_config
 from settings.paths import StackPaths
 from settings.tenants import hash_api_key
@@ -47,7 +50,7 @@ class Fleet:
 
 
 def _fleet_config(root: Path, redis_port: int) -> StackPaths:
-    paths = make_paths(root, WORKER_BASE_PORT, models=("embed",))
+    paths = make_paths(root, WORKER_BASE_PORT, models=("chat", "embed"))
     (paths.config_dir / "gateway.yaml").write_text(yaml.safe_dump(
         {"state_store": f"redis://127.0.0.1:{redis_port}/0", "start_redis": True}))
     tenants = yaml.safe_load(paths.tenants_file.read_text())
@@ -55,6 +58,8 @@ def _fleet_config(root: Path, redis_port: int) -> StackPaths:
         tenant["quotas"] = {}  # the demo tenants unlimited: only the five-rps tenant is held to a quota
     tenants["tenants"].append({"name": "five-rps", "tier": "standard", "api_key_sha256": [hash_api_key(FIVE_RPS_KEY)],
                                "quotas": {"requests_per_second": 5}})
+    tenants["tenants"] += [{"name": t.name, "tier": t.tier, "api_key_sha256": [hash_api_key(t.key)], "quotas": t.quotas}
+                           for t in TENANTS if t.name in ("noisy", "quiet")]
     paths.tenants_file.write_text(yaml.safe_dump(tenants))
     models = yaml.safe_load(paths.models_file.read_text())
     for model in models["models"]:
@@ -165,3 +170,14 @@ def test_serving_goes_on_while_redis_is_down_and_the_store_resynchronises(fleet:
 
     _until(readable_on_the_other, timeout_s=10.0)
     assert fleet.gateway(0).get("/readyz").json()["state_store"]["healthy"] is True
+
+
+def test_a_tenant_flooding_one_gateway_leaves_the_quiet_tenant_on_the_other_its_latency(fleet: Fleet) -> None:
+    quiet_url, noisy_url = fleet.stack.gateway_urls[1], fleet.stack.gateway_urls[0]
+    alone = summarize(asyncio.run(noisy_neighbour(quiet_url, 12, flood=False)), "quiet")
+    seen = asyncio.run(noisy_neighbour(quiet_url, 12, flood=True, noisy_url=noisy_url))
+    quiet, noisy = summarize(seen, "quiet"), summarize(seen, "noisy")
+    report = f"alone={alone}\nwith the flood={quiet}\nnoisy={noisy}"
+    assert quiet.ok == quiet.requests, report
+    assert quiet.ttft_p99_s <= 2 * alone.ttft_p99_s, report
+    assert any(key.startswith("429") for key in noisy.rejected), report  # held to its fleet-wide quota
