@@ -14,7 +14,7 @@ import os
 import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from starlette.requests import HTTPConnection
 
@@ -102,8 +102,11 @@ async def running(setup: GatewaySetup, transport: TransportFactory, poll_interva
         await store.start()
         parts.push_async_callback(store.close)
         workers = transport(setup.config, poll_interval_s)
-        scheduler = build_scheduler(setup.scheduling.scheduler, setup.scheduling.limits)
         shared = store if settings.shared else None
+        scheduler_config = setup.scheduling.scheduler
+        if shared is not None:  # counters shared: a tenant between requests keeps its fleet-wide counter
+            scheduler_config = replace(scheduler_config, lift_grace_s=settings.fair_share_lift_grace_s)
+        scheduler = build_scheduler(scheduler_config, setup.scheduling.limits)
         statuses = RequestStatusStore(gateway=gateway_id, shared=shared, ttl_s=settings.status_ttl_s,
                                       flush_interval_s=settings.status_flush_interval_s)
         dispatcher = Dispatcher(scheduler, workers, metrics, statuses, lambda: workers.views(setup.profiles))

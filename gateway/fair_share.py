@@ -1,13 +1,20 @@
-"""Fair share across gateways: the fair queue's virtual token counters count every gateway's
-service, not only this one's.
+"""Fair share across gateways: the fair queue's virtual token counters count every gateway's service,
+not only this one's.
 
 Every ``interval_s``, ``sync()`` publishes how much each tenant's counter grew here since the last
 publication (service, refunds and lifts alike) and adds to the local counters what the other
 gateways published meanwhile (``Scheduler.add_service``). Between two syncs a gateway does not see
 the others' service, so on top of the one-gateway bound (two backlogged tenants' counters differ by
-at most the largest single charge) the fleet adds, per tenant, at most the weighted service the
-other gateways gave it in one interval plus one store round trip. While the store is unavailable
-the growth keeps accumulating here and is published when it returns.
+at most the largest single charge) the fleet adds at most the weighted service the whole fleet
+gives in one interval plus one store round trip (measured: ``python -m bench
+studies.fleet_fairness``). While the store is unavailable the growth keeps accumulating here and is
+published when it returns.
+
+The fair queue lifts a tenant that becomes backlogged to the least counter of the backlogged ones,
+which would throw away the service other gateways counted each time a closed-loop client's queue
+empties between two requests; so with a shared store the scheduler runs with a lift grace
+(``gateway.yaml`` ``fair_share_lift_grace_s``): a tenant whose previous request came that recently
+is not lifted. ``python -m bench studies.fleet_fairness`` measures both.
 """
 
 from __future__ import annotations

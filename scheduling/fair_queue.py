@@ -9,6 +9,10 @@ band, the one with the least counter is served. A tenant that becomes backlogged
 least counter of the band's backlogged tenants (and at most their largest), so idling banks no
 credit and old service is no debt; hence two backlogged tenants' counters differ by at most the
 largest single charge, and their service over any interval both are backlogged by at most twice it.
+With ``lift_grace_s`` > 0 a tenant whose previous request arrived at most that long before is not
+lifted: it was between requests, not idle. Gateways that share their counters need this, since a
+closed-loop client's queue empties between its requests, and each lift would reset the service
+that other gateways counted for the tenants it is lifted among (``gateway/fair_share.py``).
 
 ``candidates(blocked)`` yields, in service order, the head entry for each (model, regions) lane
 that the caller has not marked blocked: the driver places the first it can and marks the lanes
@@ -19,6 +23,7 @@ requests are not held behind a full worker.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -62,10 +67,12 @@ class _TenantQueue:
 class FairQueue:
     input_weight: float = 1.0
     output_weight: float = 2.0
+    lift_grace_s: float = 0.0  # a tenant whose previous request arrived this recently is not lifted
     counters: dict[str, float] = field(default_factory=dict)
     _tenants: dict[str, _TenantQueue] = field(default_factory=dict)
     _band_of: dict[str, Tier] = field(default_factory=dict)
     _where: dict[str, _Entry] = field(default_factory=dict)
+    _last_arrival_s: dict[str, float] = field(default_factory=dict)
     _seq: int = 0
 
     def __len__(self) -> int:
@@ -85,13 +92,18 @@ class FairQueue:
     def push(self, request: Request) -> None:
         name = request.tenant.name
         queue = self._tenants.setdefault(name, _TenantQueue())
-        if queue.size == 0:
+        if queue.size == 0 and not self._between_requests(name, request.arrival_s):
             self._lift(name, request.tier)
+        self._last_arrival_s[name] = request.arrival_s
         self._band_of[name] = request.tier
         self._seq += 1
         entry = _Entry(request.deadline_s, self._seq, request)
         queue.push(entry)
         self._where[request.request_id] = entry
+
+    def _between_requests(self, tenant: str, arrival_s: float) -> bool:
+        """With a lift grace, whether the tenant's previous request arrived at most that long ago."""
+        return self.lift_grace_s > 0 and arrival_s - self._last_arrival_s.get(tenant, -math.inf) <= self.lift_grace_s
 
     def _lift(self, tenant: str, tier: Tier) -> None:
         """Lift a tenant that becomes backlogged to the least counter of the band's backlogged

@@ -68,6 +68,7 @@ class SchedulerConfig:
     max_queued: int = 4096
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)
     expire_at_ttft: bool = True  # fair policy: expire a queued request once it cannot meet its TTFT objective
+    lift_grace_s: float = 0.0  # fair policy: FairQueue.lift_grace_s (gateways sharing counters set it)
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ class Scheduler:
         fair = config.policy is Policy.FAIR
         self.limits = dict(limits) if fair else {
             name: replace(limit, tier_share={}, max_prefill_line_s=None) for name, limit in limits.items()}
-        default_queue = FairQueue() if fair else FifoQueue()
+        default_queue = FairQueue(lift_grace_s=config.lift_grace_s) if fair else FifoQueue()
         self.queue: FairQueue | FifoQueue = queue if queue is not None else default_queue
         admission = config.admission if fair else AdmissionConfig(
             shed_wait_s={}, enforce_quotas=False, reject_predicted_misses=False)

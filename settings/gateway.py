@@ -26,6 +26,9 @@ class GatewaySettings(StrictModel):
     status_ttl_s: Seconds = 86_400.0
     idempotency_ttl_s: Seconds = 86_400.0
     fair_share_interval_s: Annotated[float, Field(gt=0, le=60)] = 0.2
+    # With a shared store: a tenant whose previous request arrived this recently is between
+    # requests, not idle, and keeps its fair-queue counter (scheduling/fair_queue.py, lift_grace_s).
+    fair_share_lift_grace_s: Annotated[float, Field(ge=0, le=3600)] = 2.0
     status_flush_interval_s: Annotated[float, Field(gt=0, le=10)] = 0.02
     quota_lease_s: Seconds = 900.0
 

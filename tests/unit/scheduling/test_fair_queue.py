@@ -95,3 +95,23 @@ def test_weighted_service_gap_of_backlogged_tenants_stays_within_twice_the_large
             assert abs(gap) <= 2 * largest + 1e-9
         if not (backlog["A"] and backlog["B"]):
             both_since = None
+
+
+def test_a_tenant_between_requests_keeps_its_counter_within_the_lift_grace() -> None:
+    queue = FairQueue(lift_grace_s=2.0)
+    busy, returning = tenant("busy"), tenant("returning")
+    queue.counters.update({"busy": 100.0, "returning": 10.0})
+    queue.push(request(busy, now=0.0))
+    queue.push(request(returning, now=0.0))  # first request ever: lifted among the backlogged
+    assert queue.counters["returning"] == 100.0
+    queue.counters["returning"] = 10.0  # as if other gateways' service had been counted for busy
+    served = _serve_one(queue)
+    assert served is not None and served.tenant.name == "returning"  # its queue is empty now
+    before = queue.counters["returning"]
+    queue.push(request(returning, now=1.5))  # 1.5 s after its previous request: between requests
+    assert queue.counters["returning"] == before < queue.counters["busy"]
+    _serve_one(queue)
+    _serve_one(queue)
+    queue.push(request(busy, now=5.0))
+    queue.push(request(returning, now=5.0 + 2.5))  # 6 s after its previous request: idle, lifted
+    assert queue.counters["returning"] == queue.counters["busy"]
