@@ -54,7 +54,7 @@ from bench.clients import GatewayClient
 from bench.cpu import CpuMeter, pin_tree, trees_seconds
 from bench.harness import BENCH_RESULTS, Endpoints, StackOptions, bench_stack, private_stack_options
 from bench.load import RunResult, closed_loop, median
-from bench.record import command_line, log, machine_facts
+from bench.record import command_line, int_list, log, machine_facts
 from bench.workload import Workload
 from control.stack import free_port
 from settings.paths import PROJECT_ROOT
@@ -510,10 +510,6 @@ async def measure(stacks: list[Running], clients: list[int], repeats: int, durat
     return windows
 
 
-def _ints(text: str) -> list[int]:
-    return [int(part) for part in text.split(",") if part.strip()]
-
-
 Opt = typer.Option
 
 
@@ -531,7 +527,7 @@ def main(
     profile_rate: Annotated[int, Opt(min=1, help="py-spy samples per second.")] = 200,
 ) -> None:
     """Embedded x1, Redis x1, Redis x2 on tabular, side by side; see the module docstring."""
-    counts = sorted(set(_ints(clients)))
+    counts = sorted(set(int_list(clients)))
     started = dt.datetime.now(dt.UTC)
     report = Report({"command": command_line(), "date": started.isoformat(timespec="seconds"),
                      "machine": machine_facts(), "model": MODEL, "tenant": TENANT, "quotas": QUOTAS,

@@ -2,7 +2,8 @@
 
 ``command_line()`` is the running command (``python -m bench NAME <arguments>``), written into
 every report; ``machine_facts()`` what a report states about the host; ``log(message)`` one
-timestamped progress line on stderr (reports go to stdout and files).
+timestamped progress line on stderr (reports go to stdout and files); ``int_list("1,4,16")`` reads a
+comma-separated count option.
 """
 
 from __future__ import annotations
@@ -46,3 +47,8 @@ def machine_facts() -> dict[str, Any]:
     return {"nproc": len(os.sched_getaffinity(0)), "cpu_model": model,
             "memory_gib": round(memory_kb / 2**20, 1), "kernel": platform.release(),
             "python": platform.python_version(), "loadavg": [round(v, 2) for v in os.getloadavg()]}
+
+
+def int_list(text: str) -> list[int]:
+    """The integers of a comma-separated option (``"1,4,16"``); empty parts are skipped."""
+    return [int(part) for part in text.split(",") if part.strip()]

@@ -32,7 +32,7 @@ from bench.cpu import component_seconds, pin_tree
 from bench.figures import MissingBlock, has_block, write_block
 from bench.harness import BENCH_RESULTS, Endpoints, StackOptions, bench_stack
 from bench.load import RunResult, closed_loop
-from bench.record import command_line, log, machine_facts
+from bench.record import command_line, int_list, log, machine_facts
 from bench.report import markdown, summarize_cell, summarize_chat
 from bench.triton_stats import batch_shape, triton_counts
 from bench.workload import CHAT_MAX_TOKENS, Workload
@@ -179,10 +179,6 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _ints(text: str) -> list[int]:
-    return [int(part) for part in text.split(",") if part.strip()]
-
-
 Opt = typer.Option
 
 
@@ -213,7 +209,7 @@ def main(
     unknown = sorted(set(chosen) - set(ALL_MODELS))
     if unknown:
         raise typer.BadParameter(f"unknown models {unknown}; choose from {list(ALL_MODELS)}")
-    settings = Settings(chosen, _ints(clients), _ints(chat_streams), repeats, duration_s, warmup_s,
+    settings = Settings(chosen, int_list(clients), int_list(chat_streams), repeats, duration_s, warmup_s,
                         think_ms, api_key)
     if page is not None and not has_block(page.read_text()):
         log(f"{page} has no generated block (bench.figures markers): it will not be rewritten")
