@@ -110,7 +110,8 @@ async def running(setup: GatewaySetup, transport: TransportFactory, poll_interva
         statuses = RequestStatusStore(gateway=gateway_id, shared=shared, ttl_s=settings.status_ttl_s,
                                       flush_interval_s=settings.status_flush_interval_s)
         dispatcher = Dispatcher(scheduler, workers, metrics, statuses, lambda: workers.views(setup.profiles))
-        quotas = FleetQuotas(store, metrics, settings.quota_lease_s) if shared is not None else None
+        quotas = (FleetQuotas(store, metrics, settings.quota_lease_s, flush_interval_s=settings.status_flush_interval_s)
+                  if shared is not None else None)
         if quotas is not None:
             dispatcher.on_ended.append(quotas.release)
             parts.push_async_callback(quotas.close)

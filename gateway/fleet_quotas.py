@@ -11,14 +11,14 @@ per-process quotas alone, and it gives nothing back later (it took nothing).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import Callable
 
 from gateway.errors import rejection_error
 from gateway.metrics import GatewayMetrics
-from gateway.state_store.protocol import StateStore, StoreUnavailable, TenantQuota
+from gateway.periodic import start_periodic, stop
+from gateway.state_store.protocol import QuotaRelease, StateStore, StoreUnavailable, TenantQuota
 from scheduling.outcomes import Rejected, RejectReason
 from scheduling.requests import Request
 from scheduling.tenants import Quotas
@@ -30,13 +30,14 @@ def tenant_quota(quotas: Quotas) -> TenantQuota:
 
 class FleetQuotas:
     def __init__(self, store: StateStore, metrics: GatewayMetrics, lease_s: float,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, flush_interval_s: float = 0.02) -> None:
         self._store = store
         self._metrics = metrics
         self._lease_s = lease_s
         self._clock = clock
         self._holding: set[str] = set()  # request ids that took fleet quota and have not given it back
-        self._releases: set[asyncio.Task[None]] = set()
+        self._pending: list[QuotaRelease] = []
+        self._flusher = start_periodic(self.flush, flush_interval_s, "quota-release")
 
     async def take(self, request: Request) -> None:
         """Take the request's share of its tenant's fleet-wide quota, or raise the refusal."""
@@ -59,19 +60,22 @@ class FleetQuotas:
                                        {**decision.signals, "fleet_wide": 1.0}))
 
     def release(self, request: Request, generated_tokens: int) -> None:
-        """Give back what ``take`` took (nothing if it took nothing), without waiting."""
+        """Give back what ``take`` took (nothing if it took nothing) with the next flush."""
         if request.request_id not in self._holding:
             return
         self._holding.discard(request.request_id)
-        task = asyncio.ensure_future(self._release(request, request.unused_tokens(generated_tokens)))
-        self._releases.add(task)
-        task.add_done_callback(self._releases.discard)
+        self._pending.append(QuotaRelease(request.tenant.name, request.request_id,
+                                          tenant_quota(request.tenant.quotas), request.unused_tokens(generated_tokens)))
 
-    async def _release(self, request: Request, unused_tokens: float) -> None:
-        with contextlib.suppress(StoreUnavailable):  # if it fails, the slot's lease expires in the store
-            await self._store.release_quota(request.tenant.name, request.request_id,
-                                            tenant_quota(request.tenant.quotas), unused_tokens, self._clock())
+    async def flush(self) -> None:
+        """Send the collected releases in one round trip; if the store is unavailable they are
+        dropped, and the slots' leases expire in the store."""
+        if not self._pending:
+            return
+        batch, self._pending = self._pending, []
+        with contextlib.suppress(StoreUnavailable):
+            await self._store.release_quotas(batch, self._clock())
 
     async def close(self) -> None:
-        if self._releases:
-            await asyncio.wait(set(self._releases), timeout=2.0)
+        await stop(self._flusher)
+        await self.flush()

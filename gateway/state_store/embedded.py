@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -23,6 +23,7 @@ from gateway.state_store.protocol import (
     IdempotencyClaim,
     QuotaDecision,
     QuotaRefusal,
+    QuotaRelease,
     RequestRecord,
     StoredResponse,
     TenantQuota,
@@ -213,6 +214,10 @@ class EmbeddedStateStore:
         state.leases.pop(request_id, None)
         if state.tokens is not None and unused_tokens > 0:
             state.tokens.give_back(unused_tokens, now)
+
+    async def release_quotas(self, releases: Sequence[QuotaRelease], now: float) -> None:
+        for r in releases:
+            await self.release_quota(r.tenant, r.request_id, r.quota, r.unused_tokens, now)
 
     # fair share
 

@@ -27,6 +27,7 @@ its local view (never a 500), and ``healthy`` says which state the backend is in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
@@ -90,6 +91,16 @@ class TenantQuota:
     requests_per_second: float | None = None
     tokens_per_minute: int | None = None
     max_concurrent: int | None = None
+
+
+@dataclass(frozen=True)
+class QuotaRelease:
+    """What one ended request gives back: its concurrency slot and the tokens it did not use."""
+
+    tenant: str
+    request_id: str
+    quota: TenantQuota
+    unused_tokens: float
 
 
 class QuotaRefusal(StrEnum):
@@ -160,6 +171,9 @@ class StateStore(Protocol):
     async def release_quota(self, tenant: str, request_id: str, quota: TenantQuota, unused_tokens: float,
                             now: float) -> None:
         """Give back ``request_id``'s slot and the tokens it did not use."""
+
+    async def release_quotas(self, releases: Sequence[QuotaRelease], now: float) -> None:
+        """``release_quota`` for many requests in one round trip."""
 
     async def publish_service(self, gateway: str, deltas: dict[str, float]) -> dict[str, float]:
         """Add this gateway's per-tenant service since its last call; return the service the other

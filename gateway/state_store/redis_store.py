@@ -44,7 +44,7 @@ import hashlib
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from importlib import resources
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -61,6 +61,7 @@ from gateway.state_store.protocol import (
     IdempotencyClaim,
     QuotaDecision,
     QuotaRefusal,
+    QuotaRelease,
     RequestRecord,
     StoredResponse,
     StoreUnavailable,
@@ -265,9 +266,22 @@ class RedisStateStore:
 
     async def release_quota(self, tenant: str, request_id: str, quota: TenantQuota, unused_tokens: float,
                             now: float) -> None:
-        keys = [self._key("conc", tenant), self._key("bucket", tenant, "tokens")]
-        args = [request_id, repr(now), _limit(quota.tokens_per_minute), repr(float(unused_tokens))]
-        await self._call(lambda: self._release(keys=keys, args=args))
+        await self.release_quotas([QuotaRelease(tenant, request_id, quota, unused_tokens)], now)
+
+    async def release_quotas(self, releases: Sequence[QuotaRelease], now: float) -> None:
+        """One pipeline (not a transaction: each release is atomic in its own script)."""
+        if not releases:
+            return
+
+        async def release_all() -> None:
+            pipe = self._client.pipeline(transaction=False)
+            for r in releases:
+                keys = [self._key("conc", r.tenant), self._key("bucket", r.tenant, "tokens")]
+                args = [r.request_id, repr(now), _limit(r.quota.tokens_per_minute), repr(float(r.unused_tokens))]
+                await self._release(keys=keys, args=args, client=pipe)
+            await pipe.execute()
+
+        await self._call(release_all)
 
     # fair share
 

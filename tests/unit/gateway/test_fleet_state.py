@@ -43,8 +43,10 @@ async def test_two_gateways_share_one_concurrency_budget() -> None:
     assert refused.value.code == "max_concurrent" and refused.value.retry_after_s is not None
     owner, request = taken[0]
     owner.release(request, generated_tokens=0)
-    await owner.close()
+    await owner.flush()  # the next batch of releases
     await gateways[1].take(_request("r4", tenant))  # the slot given back on one gateway serves the other
+    for gateway in gateways:
+        await gateway.close()
 
 
 async def test_a_request_larger_than_the_token_bucket_is_too_large_not_rate_limited() -> None:
@@ -52,6 +54,7 @@ async def test_a_request_larger_than_the_token_bucket_is_too_large_not_rate_limi
     with pytest.raises(Exception) as refused:
         await quotas.take(_request("big", _tenant("t", Quotas(tokens_per_minute=100)), prefill=500))
     assert getattr(refused.value, "code", None) == "too_large"
+    await quotas.close()
 
 
 def _scheduler() -> Scheduler:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from gateway.state_store.protocol import (
     ClaimState,
     QuotaRefusal,
+    QuotaRelease,
     RequestRecord,
     StoredResponse,
     TenantQuota,
@@ -201,6 +202,19 @@ async def test_concurrency_slots_are_refused_when_full_and_freed_by_release(back
     assert refused.signals == {"in_flight": 2, "max_concurrent": 2}
     await store.release_quota("acme", "r1", quota, 0, NOW)
     assert (await store.take_quota("acme", "r3", quota, 10, NOW, LEASE_S)).taken
+
+
+async def test_releases_in_one_batch_free_every_slot_and_give_back_tokens(backend: Backend) -> None:
+    store, quota = backend.store, TenantQuota(tokens_per_minute=600, max_concurrent=2)
+    assert (await store.take_quota("acme", "r1", quota, 300, NOW, LEASE_S)).taken
+    assert (await store.take_quota("acme", "r2", quota, 300, NOW, LEASE_S)).taken
+    assert not (await store.take_quota("acme", "r3", quota, 10, NOW, LEASE_S)).taken
+    await store.release_quotas([QuotaRelease("acme", "r1", quota, 200), QuotaRelease("acme", "r2", quota, 150)], NOW)
+    await store.release_quotas([], NOW)
+    assert (await store.take_quota("acme", "r3", quota, 300, NOW, LEASE_S)).taken  # 350 tokens came back
+    assert (await store.take_quota("acme", "r4", quota, 1, NOW, LEASE_S)).taken  # both slots came back
+    refused = await store.take_quota("acme", "r5", quota, 1, NOW, LEASE_S)
+    assert refused.refused is QuotaRefusal.MAX_CONCURRENT
 
 
 async def test_a_concurrency_slot_is_freed_when_its_lease_ends(backend: Backend) -> None:
