@@ -18,14 +18,9 @@ from collections.abc import Callable
 from gateway.errors import rejection_error
 from gateway.metrics import GatewayMetrics
 from gateway.periodic import start_periodic, stop
-from gateway.state_store.protocol import QuotaRelease, StateStore, StoreUnavailable, TenantQuota
+from gateway.state_store.protocol import QuotaRelease, StateStore, StoreUnavailable
 from scheduling.outcomes import Rejected, RejectReason
 from scheduling.requests import Request
-from scheduling.tenants import Quotas
-
-
-def tenant_quota(quotas: Quotas) -> TenantQuota:
-    return TenantQuota(quotas.requests_per_second, quotas.tokens_per_minute, quotas.max_concurrent)
 
 
 class FleetQuotas:
@@ -45,7 +40,7 @@ class FleetQuotas:
         if quotas.requests_per_second is None and quotas.tokens_per_minute is None and quotas.max_concurrent is None:
             return
         try:
-            decision = await self._store.take_quota(request.tenant.name, request.request_id, tenant_quota(quotas),
+            decision = await self._store.take_quota(request.tenant.name, request.request_id, quotas,
                                                     request.cost_tokens, self._clock(), self._lease_s)
         except StoreUnavailable:
             return
@@ -65,7 +60,7 @@ class FleetQuotas:
             return
         self._holding.discard(request.request_id)
         self._pending.append(QuotaRelease(request.tenant.name, request.request_id,
-                                          tenant_quota(request.tenant.quotas), request.unused_tokens(generated_tokens)))
+                                          request.tenant.quotas, request.unused_tokens(generated_tokens)))
 
     async def flush(self) -> None:
         """Send the collected releases in one round trip; if the store is unavailable they are

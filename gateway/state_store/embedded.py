@@ -26,10 +26,10 @@ from gateway.state_store.protocol import (
     QuotaRelease,
     RequestRecord,
     StoredResponse,
-    TenantQuota,
 )
 from scheduling.admission import CONCURRENCY_RETRY_S
 from scheduling.buckets import TokenBucket
+from scheduling.tenants import Quotas
 
 MAX_ENTRIES = 100_000  # per kind of entry: statuses, idempotency keys, stream owners, attempts
 RECENT_PER_TENANT = 1_000  # request ids per tenant that ``recent_statuses`` looks through
@@ -74,7 +74,7 @@ class _Idempotency:
 
 
 @dataclass
-class _TenantQuotaState:
+class _QuotasState:
     requests: TokenBucket | None = None
     tokens: TokenBucket | None = None
     leases: dict[str, float] = dataclasses.field(default_factory=dict)  # request id -> lease end (now's time)
@@ -101,7 +101,7 @@ class EmbeddedStateStore:
         self._idempotency: _ExpiringLRU[tuple[str, str], _Idempotency] = _ExpiringLRU(MAX_ENTRIES, clock)
         self._stream_owners: _ExpiringLRU[str, str] = _ExpiringLRU(MAX_ENTRIES, clock)
         self._attempts: _ExpiringLRU[str, int] = _ExpiringLRU(MAX_ENTRIES, clock)
-        self._quotas: defaultdict[str, _TenantQuotaState] = defaultdict(_TenantQuotaState)
+        self._quotas: defaultdict[str, _QuotasState] = defaultdict(_QuotasState)
         self._service: defaultdict[str, float] = defaultdict(float)  # tenant -> every gateway's service
         self._unseen: dict[str, defaultdict[str, float]] = {}  # gateway -> others' service it has not seen
 
@@ -175,14 +175,14 @@ class EmbeddedStateStore:
 
     # quotas
 
-    def _quota_state(self, tenant: str, quota: TenantQuota) -> _TenantQuotaState:
+    def _quota_state(self, tenant: str, quota: Quotas) -> _QuotasState:
         state = self._quotas[tenant]
         rps, tpm = quota.requests_per_second, quota.tokens_per_minute
         state.requests = _bucket(state.requests, max(1.0, rps) if rps else None, rps or 0.0)
         state.tokens = _bucket(state.tokens, float(tpm) if tpm else None, (tpm or 0) / 60.0)
         return state
 
-    async def take_quota(self, tenant: str, request_id: str, quota: TenantQuota, cost_tokens: float, now: float,
+    async def take_quota(self, tenant: str, request_id: str, quota: Quotas, cost_tokens: float, now: float,
                          lease_s: float) -> QuotaDecision:
         state = self._quota_state(tenant, quota)
         state.leases = {rid: end for rid, end in state.leases.items() if end > now}
@@ -208,7 +208,7 @@ class EmbeddedStateStore:
             state.leases[request_id] = now + lease_s
         return QuotaDecision()
 
-    async def release_quota(self, tenant: str, request_id: str, quota: TenantQuota, unused_tokens: float,
+    async def release_quota(self, tenant: str, request_id: str, quota: Quotas, unused_tokens: float,
                             now: float) -> None:
         state = self._quota_state(tenant, quota)
         state.leases.pop(request_id, None)

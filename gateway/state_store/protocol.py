@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
+from scheduling.tenants import Quotas
+
 
 class StoreUnavailable(Exception):
     """The backend did not answer in time or is down; the caller falls back to its local view."""
@@ -85,21 +87,12 @@ class IdempotencyClaim:
 
 
 @dataclass(frozen=True)
-class TenantQuota:
-    """A tenant's fleet-wide limits (``None``: unlimited), as in ``tenants.yaml``."""
-
-    requests_per_second: float | None = None
-    tokens_per_minute: int | None = None
-    max_concurrent: int | None = None
-
-
-@dataclass(frozen=True)
 class QuotaRelease:
     """What one ended request gives back: its concurrency slot and the tokens it did not use."""
 
     tenant: str
     request_id: str
-    quota: TenantQuota
+    quota: Quotas
     unused_tokens: float
 
 
@@ -161,14 +154,14 @@ class StateStore(Protocol):
     async def abandon(self, tenant: str, key: str, request_id: str) -> None:
         """Drop the owner's claim (only if ``request_id`` still owns it), so a retry may run."""
 
-    async def take_quota(self, tenant: str, request_id: str, quota: TenantQuota, cost_tokens: float, now: float,
+    async def take_quota(self, tenant: str, request_id: str, quota: Quotas, cost_tokens: float, now: float,
                          lease_s: float) -> QuotaDecision:
         """Take one request, ``cost_tokens`` and one concurrency slot (held by ``request_id`` for
         at most ``lease_s``, so a gateway that dies cannot hold slots forever) from the tenant's
         fleet-wide budget; all or nothing, atomic across gateways."""
         ...
 
-    async def release_quota(self, tenant: str, request_id: str, quota: TenantQuota, unused_tokens: float,
+    async def release_quota(self, tenant: str, request_id: str, quota: Quotas, unused_tokens: float,
                             now: float) -> None:
         """Give back ``request_id``'s slot and the tokens it did not use."""
 

@@ -65,9 +65,9 @@ from gateway.state_store.protocol import (
     RequestRecord,
     StoredResponse,
     StoreUnavailable,
-    TenantQuota,
 )
 from scheduling.admission import CONCURRENCY_RETRY_S
+from scheduling.tenants import Quotas
 
 log = logging.getLogger(__name__)
 
@@ -250,7 +250,7 @@ class RedisStateStore:
 
     # quotas
 
-    async def take_quota(self, tenant: str, request_id: str, quota: TenantQuota, cost_tokens: float, now: float,
+    async def take_quota(self, tenant: str, request_id: str, quota: Quotas, cost_tokens: float, now: float,
                          lease_s: float) -> QuotaDecision:
         keys = [self._key("conc", tenant), self._key("bucket", tenant, "requests"),
                 self._key("bucket", tenant, "tokens")]
@@ -264,7 +264,7 @@ class RedisStateStore:
         return QuotaDecision(QuotaRefusal(reason), float(retry_after) if retry_after else None,
                              _floats(signals))
 
-    async def release_quota(self, tenant: str, request_id: str, quota: TenantQuota, unused_tokens: float,
+    async def release_quota(self, tenant: str, request_id: str, quota: Quotas, unused_tokens: float,
                             now: float) -> None:
         await self.release_quotas([QuotaRelease(tenant, request_id, quota, unused_tokens)], now)
 

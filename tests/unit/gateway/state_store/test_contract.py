@@ -15,8 +15,8 @@ from gateway.state_store.protocol import (
     QuotaRelease,
     RequestRecord,
     StoredResponse,
-    TenantQuota,
 )
+from scheduling.tenants import Quotas
 from tests.unit.gateway.state_store.backends import Backend
 
 NOW = 1_700_000_000.0
@@ -163,7 +163,7 @@ async def test_an_idempotency_entry_expires_after_its_ttl(backend: Backend) -> N
 
 
 async def test_requests_bucket_takes_its_capacity_at_once_then_waits_for_the_refill(backend: Backend) -> None:
-    store, quota = backend.store, TenantQuota(requests_per_second=5)
+    store, quota = backend.store, Quotas(requests_per_second=5)
     for i in range(5):
         assert (await store.take_quota("acme", f"r{i}", quota, 10, NOW, LEASE_S)).taken
     refused = await store.take_quota("acme", "r5", quota, 10, NOW, LEASE_S)
@@ -174,7 +174,7 @@ async def test_requests_bucket_takes_its_capacity_at_once_then_waits_for_the_ref
 
 
 async def test_tokens_bucket_refuses_with_the_deficit_wait_and_takes_back_unused_tokens(backend: Backend) -> None:
-    store, quota = backend.store, TenantQuota(tokens_per_minute=600)  # refills 10 tokens/s
+    store, quota = backend.store, Quotas(tokens_per_minute=600)  # refills 10 tokens/s
     assert (await store.take_quota("acme", "r1", quota, 400, NOW, LEASE_S)).taken
     refused = await store.take_quota("acme", "r2", quota, 300, NOW, LEASE_S)
     assert refused.refused is QuotaRefusal.TOKENS_PER_MINUTE
@@ -188,13 +188,13 @@ async def test_tokens_bucket_refuses_with_the_deficit_wait_and_takes_back_unused
 
 
 async def test_a_cost_above_the_token_capacity_is_refused_with_no_retry(backend: Backend) -> None:
-    refused = await backend.store.take_quota("acme", "r1", TenantQuota(tokens_per_minute=600), 601, NOW, LEASE_S)
+    refused = await backend.store.take_quota("acme", "r1", Quotas(tokens_per_minute=600), 601, NOW, LEASE_S)
     assert (refused.refused, refused.retry_after_s) == (QuotaRefusal.TOKENS_PER_MINUTE, None)
     assert refused.signals == {"cost_tokens": 601, "tokens_per_minute": 600}
 
 
 async def test_concurrency_slots_are_refused_when_full_and_freed_by_release(backend: Backend) -> None:
-    store, quota = backend.store, TenantQuota(max_concurrent=2)
+    store, quota = backend.store, Quotas(max_concurrent=2)
     assert (await store.take_quota("acme", "r1", quota, 10, NOW, LEASE_S)).taken
     assert (await store.take_quota("acme", "r2", quota, 10, NOW, LEASE_S)).taken
     refused = await store.take_quota("acme", "r3", quota, 10, NOW, LEASE_S)
@@ -205,7 +205,7 @@ async def test_concurrency_slots_are_refused_when_full_and_freed_by_release(back
 
 
 async def test_releases_in_one_batch_free_every_slot_and_give_back_tokens(backend: Backend) -> None:
-    store, quota = backend.store, TenantQuota(tokens_per_minute=600, max_concurrent=2)
+    store, quota = backend.store, Quotas(tokens_per_minute=600, max_concurrent=2)
     assert (await store.take_quota("acme", "r1", quota, 300, NOW, LEASE_S)).taken
     assert (await store.take_quota("acme", "r2", quota, 300, NOW, LEASE_S)).taken
     assert not (await store.take_quota("acme", "r3", quota, 10, NOW, LEASE_S)).taken
@@ -218,7 +218,7 @@ async def test_releases_in_one_batch_free_every_slot_and_give_back_tokens(backen
 
 
 async def test_a_concurrency_slot_is_freed_when_its_lease_ends(backend: Backend) -> None:
-    store, quota = backend.store, TenantQuota(max_concurrent=1)
+    store, quota = backend.store, Quotas(max_concurrent=1)
     assert (await store.take_quota("acme", "r1", quota, 10, NOW, lease_s=30)).taken
     assert not (await store.take_quota("acme", "r2", quota, 10, NOW + 29, LEASE_S)).taken
     assert (await store.take_quota("acme", "r2", quota, 10, NOW + 30, LEASE_S)).taken
@@ -226,7 +226,7 @@ async def test_a_concurrency_slot_is_freed_when_its_lease_ends(backend: Backend)
 
 async def test_a_refusal_takes_nothing(backend: Backend) -> None:
     store = backend.store
-    quota = TenantQuota(requests_per_second=2, tokens_per_minute=60, max_concurrent=2)
+    quota = Quotas(requests_per_second=2, tokens_per_minute=60, max_concurrent=2)
     assert not (await store.take_quota("acme", "too-big", quota, 61, NOW, LEASE_S)).taken
     assert (await store.take_quota("acme", "r1", quota, 50, NOW, LEASE_S)).taken
     assert (await store.take_quota("acme", "r2", quota, 20, NOW, LEASE_S)).refused is QuotaRefusal.TOKENS_PER_MINUTE
@@ -236,7 +236,7 @@ async def test_a_refusal_takes_nothing(backend: Backend) -> None:
 
 async def test_refusals_come_in_admission_order_concurrency_then_requests_then_tokens(backend: Backend) -> None:
     store = backend.store
-    quota = TenantQuota(requests_per_second=1, tokens_per_minute=60, max_concurrent=1)
+    quota = Quotas(requests_per_second=1, tokens_per_minute=60, max_concurrent=1)
     assert (await store.take_quota("acme", "r1", quota, 60, NOW, LEASE_S)).taken
     assert (await store.take_quota("acme", "r2", quota, 60, NOW, LEASE_S)).refused is QuotaRefusal.MAX_CONCURRENT
     await store.release_quota("acme", "r1", quota, 0, NOW)
@@ -248,7 +248,7 @@ async def test_refusals_come_in_admission_order_concurrency_then_requests_then_t
 
 async def test_a_tenant_without_limits_is_always_taken(backend: Backend) -> None:
     for i in range(20):
-        assert (await backend.store.take_quota("acme", f"r{i}", TenantQuota(), 1e9, NOW, LEASE_S)).taken
+        assert (await backend.store.take_quota("acme", f"r{i}", Quotas(), 1e9, NOW, LEASE_S)).taken
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -257,7 +257,7 @@ async def test_a_tenant_without_limits_is_always_taken(backend: Backend) -> None
 async def test_buckets_never_give_more_than_capacity_plus_refill(backend: Backend, rps: float, tpm: int,
                                                                  steps: list[tuple[float, float]]) -> None:
     tenant = f"t-{uuid.uuid4().hex}"  # a fresh budget for each example
-    quota = TenantQuota(requests_per_second=rps, tokens_per_minute=tpm)
+    quota = Quotas(requests_per_second=rps, tokens_per_minute=tpm)
     now, requests, tokens = NOW, 0, 0.0
     for i, (wait_s, cost) in enumerate(steps):
         now += wait_s
@@ -273,7 +273,7 @@ async def test_buckets_never_give_more_than_capacity_plus_refill(backend: Backen
 
 async def test_two_gateways_share_one_concurrency_budget(backend: Backend) -> None:
     gateway_a, gateway_b = backend.store, await backend.another()
-    quota = TenantQuota(max_concurrent=5)
+    quota = Quotas(max_concurrent=5)
     decisions = await asyncio.gather(
         *(gateway_a.take_quota("acme", f"a{i}", quota, 1, NOW, LEASE_S) for i in range(3)),
         *(gateway_b.take_quota("acme", f"b{i}", quota, 1, NOW, LEASE_S) for i in range(3)))
