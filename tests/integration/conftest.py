@@ -23,10 +23,11 @@ from bench.tenancy.two_pools import Ports, TwoPoolStack
 from control.stack import Listen, LocalStack, load_config
 from settings.paths import StackPaths
 from settings.workers import WorkerAddress, worker_addresses
+from tests.integration.ports import port
 
-GATEWAY_PORT = 28080
-CONTROL_PORT = 28081
-WORKER_BASE_PORT = 28100
+GATEWAY_PORT = port(28080)
+CONTROL_PORT = port(28081)
+WORKER_BASE_PORT = port(28100)
 KEYS = {"premium": "demo-premium-key", "standard": "demo-standard-key", "batch": "demo-batch-key"}
 
 
@@ -103,7 +104,7 @@ async def stream_chat(client: httpx.AsyncClient, content: str, max_tokens: int,
     return "".join(parts), finish
 
 
-TWO_POOL_BASE_PORT = 28400
+TWO_POOL_BASE_PORT = port(28400)
 
 
 @pytest.fixture(scope="session")

@@ -30,13 +30,14 @@ from control.integrity import generate_keypair, load_private_key, write_signed_m
 from control.stack import Listen, LocalStack
 from settings.paths import admin_token
 from tests.integration.conftest import KEYS, make_paths, stream_chat
+from tests.integration.ports import port
 from tests.s3server import LocalS3Server
 
 pytestmark = pytest.mark.integration
 
-WORKER_BASE_PORT = 28500
-GATEWAY_PORT = 28580
-CONTROL_PORT = 28581
+WORKER_BASE_PORT = port(28500)
+GATEWAY_PORT = port(28580)
+CONTROL_PORT = port(28581)
 BUCKET = "shunter-artifacts"
 POISON = "zebra"  # the faulty embed version maps this word to a token id outside its vocabulary
 

@@ -22,12 +22,13 @@ from settings.paths import StackPaths
 from settings.tenants import hash_api_key
 from settings.workers import WorkerAddress, worker_addresses
 from tests.integration.conftest import KEYS, make_paths
+from tests.integration.ports import port
 
 pytestmark = pytest.mark.integration
 
-GATEWAY_PORT = 28700
-CONTROL_PORT = 28701
-WORKER_BASE_PORT = 28710
+GATEWAY_PORT = port(28700)
+CONTROL_PORT = port(28701)
+WORKER_BASE_PORT = port(28710)
 FIVE_RPS_KEY = "five-rps-key"
 
 

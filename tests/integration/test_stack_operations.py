@@ -16,6 +16,7 @@ from control.stack import load_config
 from control.supervisor import Supervisor
 from control.triton_runtime import resolve_runtime
 from tests.integration.conftest import CONTROL_PORT, RunningStack, make_paths
+from tests.integration.ports import port
 
 pytestmark = pytest.mark.integration
 
@@ -51,7 +52,7 @@ def test_cli_status_shows_workers_and_ready_models(stack: RunningStack) -> None:
 def test_supervisor_restarts_a_worker_that_dies(tmp_path: Path, artifacts_dir: Path) -> None:
     from control.stack import prepare
 
-    paths = make_paths(tmp_path, base_port=28300, models=("tabular",))
+    paths = make_paths(tmp_path, base_port=port(28300), models=("tabular",))
     prepare(paths, log=lambda _: None)
     config = load_config(paths)
     supervisor = Supervisor(config, resolve_runtime(config.triton, paths.state_dir), paths.repository, paths.logs)
