@@ -107,6 +107,9 @@ class AdminClient:
     def list_models(self) -> list[dict[str, Any]]:
         return self._call("GET", "/admin/v1/models")
 
+    def versions(self, model: str) -> list[dict[str, Any]]:
+        return self._call("GET", f"/admin/v1/models/{_segment(model)}/versions")
+
     def register_version(self, model: str, version: int, artifact_uri: str, requirements: Mapping[str, Any],
                          reason: str = "") -> dict[str, Any]:
         """Register an uploaded artifact; control downloads and verifies it first (hence the long timeout)."""
@@ -133,6 +136,16 @@ class AdminClient:
 
     def rollout_status(self, model: str) -> dict[str, Any]:
         return self._call("GET", f"/admin/v1/rollouts/{_segment(model)}")
+
+    def trusted_keys(self) -> list[dict[str, Any]]:
+        return self._call("GET", "/admin/v1/keys")
+
+    def trust_key(self, name: str, public_key_pem: str, reason: str = "") -> dict[str, Any]:
+        body = {"public_key_pem": public_key_pem, "reason": reason}
+        return self._call("PUT", f"/admin/v1/keys/{_segment(name)}", body=body)
+
+    def untrust_key(self, name: str, reason: str = "") -> dict[str, Any]:
+        return self._call("DELETE", f"/admin/v1/keys/{_segment(name)}", params={"reason": reason})
 
     def audit(self, subject: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
         """Audit entries, newest first; only those about ``subject`` when given."""

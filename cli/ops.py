@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import getpass
 import re
-import shutil
 import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -29,11 +28,11 @@ from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
 from cli.admin_client import DEFAULT_CONTROL_URL, ROLLOUT_ACTIONS, AdminApiError, AdminClient
-from cli.tables import audit_table, models_table, status_renderables, version_table
+from cli.tables import audit_table, keys_table, models_table, status_renderables, version_table
 from control.errors import ControlError
 from settings.control import load_control_settings
 from settings.paths import StackPaths, admin_token
-from settings.stack import ConfigError, StackConfig, WorkloadKind, load_stack_config
+from settings.stack import ConfigError, WorkloadKind, load_stack_config
 
 if TYPE_CHECKING:
     from control.artifacts import ArtifactStore
@@ -138,49 +137,57 @@ def parse_variants(text: str) -> dict[int, int]:
 
 def _requirements(paths: StackPaths, name: str, kind: WorkloadKind | None, min_gpu_memory_gb: float,
                   quantization: str | None) -> dict[str, Any]:
-    """What the version needs to run (``control.requirements``), from the stack config; a model
-    that is not in models.yaml needs ``--kind``."""
+    """What the version needs to run (``control.requirements``), from the stack config. Control
+    registers versions of configured models only, so an unknown name is an error that lists the
+    configured ones; ``--kind`` must agree with the configured kind."""
     from control.requirements import runtime_requirements
 
-    config: StackConfig | None
-    try:
-        config = load_stack_config(paths.pools_file, paths.models_file)
-    except ConfigError:
-        if kind is None:
-            raise
-        config = None
-    if kind is None and (config is None or config.model(name) is None):
-        raise typer.BadParameter(f"model {name!r} is not in {paths.models_file}; say its kind", param_hint="--kind")
-    requirements = runtime_requirements(config, name, kind, min_gpu_memory_gb, quantization)
+    config = load_stack_config(paths.pools_file, paths.models_file)
+    spec = config.model(name)
+    if spec is None:
+        known = ", ".join(sorted(model.name for model in config.models))
+        raise typer.BadParameter(f"no model named {name!r} in {paths.models_file}; known models: {known}",
+                                 param_hint="--name")
+    if kind is not None and kind is not spec.kind:
+        raise typer.BadParameter(f"{name} is a {spec.kind.value} model in {paths.models_file}, not {kind.value}",
+                                 param_hint="--kind")
+    requirements = runtime_requirements(config, name, None, min_gpu_memory_gb, quantization)
     return {**asdict(requirements), "gpu_types": list(requirements.gpu_types)}
+
+
+def _check_version_is_free(client: AdminClient, store: ArtifactStore, name: str, version: int, reuse: bool) -> None:
+    """Refuse, before anything is signed or uploaded, a version the registry already has, or one
+    the store already holds (unless ``--reuse-upload``)."""
+    from control.artifacts import ArtifactExistsError
+
+    registered = {int(v["version"]) for v in client.versions(name)}
+    if version in registered:
+        raise AdminApiError(409, "version_exists", f"{name} v{version} is already registered; versions are "
+                                                   f"immutable: push v{max(registered) + 1}")
+    if store.exists(name, version) and not reuse:
+        raise ArtifactExistsError(f"{name} v{version} is already stored at {store.uri_for(name, version)} but "
+                                  "not registered; pass --reuse-upload to register that copy")
 
 
 def _upload(store: ArtifactStore, directory: Path, name: str, version: int, reuse: bool) -> str:
     """Upload with a progress bar (bytes, MB/s); the stored copy's URI if ``reuse`` and it exists."""
-    from control.artifacts import ArtifactExistsError
-
+    if reuse and store.exists(name, version):
+        console.print(f"{name} v{version} is already stored: registering that copy (control verifies it)")
+        return store.uri_for(name, version)
     total = sum(path.stat().st_size for path in directory.rglob("*") if path.is_file())
     columns = (TextColumn("[bold]uploading"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                TimeRemainingColumn())
-    try:
-        with Progress(*columns, console=console) as progress:
-            task = progress.add_task("upload", total=total)
-            return store.upload_directory(directory, name, version,
-                                          progress=lambda sent: progress.advance(task, sent))
-    except ArtifactExistsError as exc:
-        if not reuse:
-            raise ArtifactExistsError(f"{exc}; versions are immutable: push another --version, or pass "
-                                      "--reuse-upload to register the stored copy") from exc
-        console.print(f"[yellow]{escape(str(exc))}[/]: registering the stored copy (control verifies it)")
-        return store.uri_for(name, version)
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task("upload", total=total)
+        return store.upload_directory(directory, name, version, progress=lambda sent: progress.advance(task, sent))
 
 
 @models_app.command("push")
 def push(
     directory: Annotated[Path, typer.Argument(exists=True, file_okay=False, help="artifact folder to sign and push")],
     name: Annotated[str, typer.Option(help="model name")],
-    version: Annotated[int, typer.Option(min=0, help="version number to register")],
-    kind: Annotated[WorkloadKind | None, typer.Option(help="workload kind (default: the model's in models.yaml)")]
+    version: Annotated[int, typer.Option(min=1, help="version number to register")],
+    kind: Annotated[WorkloadKind | None, typer.Option(help="workload kind (checked against models.yaml)")]
     = None,
     key: Annotated[Path | None, typer.Option(help="signing key (default: control.yaml local_signing_key)")] = None,
     store: Annotated[str | None, typer.Option(help="artifact store URL (default: control.yaml artifact_store)")]
@@ -195,25 +202,42 @@ def push(
     config_dir: ConfigDir = StackPaths.config_dir,
     actor: Actor = None,
 ) -> None:
-    """Sign DIRECTORY (manifest + signature written into it), upload it and register the version."""
+    """Sign a copy of DIRECTORY, upload it and register the version. DIRECTORY is not written to;
+    a push that control refuses (an untrusted key, a bad manifest) leaves nothing stored."""
     from control.artifacts import open_store
-    from control.integrity import load_private_key, write_signed_manifest
+    from control.integrity import load_private_key
+    from control.signed_copy import signed_copy
 
     paths = _paths(config_dir, state_dir)
     with operator_errors():
         settings = load_control_settings(paths.control_file, paths.state_dir)
         requirements = _requirements(paths, name, kind, min_gpu_memory_gb, quantization)
+        artifact_store = open_store(store or settings.artifact_store)
         with _client(paths.state_dir, control_url, actor) as client:
-            client.list_models()  # fail before hashing and uploading if control is down or refuses the token
+            _check_version_is_free(client, artifact_store, name, version, reuse_upload)
             private_key = load_private_key(key or settings.local_signing_key)
-            with console.status(f"hashing and signing {directory}…"):
-                manifest = write_signed_manifest(directory, name, version, private_key)
-            console.print(f"signed {len(manifest.files)} file(s), {manifest.total_bytes} bytes; "
-                          f"manifest digest {manifest.digest()}")
-            uri = _upload(open_store(store or settings.artifact_store), directory, name, version, reuse_upload)
-            with console.status("control is downloading and verifying the artifact…"):
-                registered = client.register_version(name, version, uri, requirements, reason)
+            console.print(f"hashing and signing a copy of {escape(str(directory))}…")
+            with signed_copy(directory, name, version, private_key) as (staged, manifest):
+                console.print(f"signed {len(manifest.files)} file(s), {manifest.total_bytes} bytes; "
+                              f"manifest digest {manifest.digest()}")
+                uri = _upload(artifact_store, staged, name, version, reuse_upload)
+            registered = _register_or_remove(client, artifact_store, name, version, uri, requirements, reason)
     console.print(version_table(registered))
+
+
+def _register_or_remove(client: AdminClient, store: ArtifactStore, name: str, version: int, uri: str,
+                        requirements: dict[str, Any], reason: str) -> dict[str, Any]:
+    """Register the stored copy; when control refuses it (4xx), delete the copy so that the version
+    number stays free, and re-raise. A network failure leaves the copy for ``--reuse-upload``."""
+    try:
+        with console.status("control is downloading and verifying the artifact…"):
+            return client.register_version(name, version, uri, requirements, reason)
+    except AdminApiError as exc:
+        if 400 <= exc.status < 500 and exc.code != "version_exists":
+            store.delete(name, version)
+            exc.message = f"{exc.message} (the upload was removed: v{version} is still free)"
+            exc.args = (exc.message,)
+        raise
 
 
 @models_app.command("list")
@@ -301,13 +325,16 @@ def ab_start(
 @keys_app.command("generate")
 def keys_generate(
     name: Annotated[str, typer.Argument(help="key name: writes <state>/keys/NAME.key and NAME.pub")],
-    trust: Annotated[bool, typer.Option("--trust/--no-trust", help="copy NAME.pub among the keys control "
-                                                                   "trusts (control.yaml trusted_keys_dir)")]
+    trust: Annotated[bool, typer.Option("--trust/--no-trust", help="have control trust NAME.pub at once "
+                                                                   "(through the admin API, audited)")]
     = False,
+    reason: Reason = "",
+    control_url: ControlUrl = DEFAULT_CONTROL_URL,
     state_dir: StateDir = StackPaths.state_dir,
     config_dir: ConfigDir = StackPaths.config_dir,
+    actor: Actor = None,
 ) -> None:
-    """Generate an ed25519 signing key pair and print its key id."""
+    """Generate an ed25519 signing key pair and print its key id; with --trust, control trusts it."""
     from control.integrity import generate_keypair
 
     if not _KEY_NAME.match(name):
@@ -315,18 +342,68 @@ def keys_generate(
     paths = _paths(config_dir, state_dir)
     private, public = paths.state_dir / "keys" / f"{name}.key", paths.state_dir / "keys" / f"{name}.pub"
     with operator_errors():
-        trusted = load_control_settings(paths.control_file, paths.state_dir).trusted_keys_dir / public.name
-        for path in (private, public, *((trusted,) if trust else ())):
+        for path in (private, public):
             if path.exists():
                 raise FileExistsError(f"{path} already exists; choose another key name")
         kid = generate_keypair(private, public)
-        if trust:
-            trusted.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(public, trusted)
-    console.print(f"key id [bold]{kid}[/]\nprivate key {escape(str(private))} (mode 0600)\n"
-                  f"public key {escape(str(public))}")
-    console.print(f"trusted: copied to {escape(str(trusted))}" if trust else
-                  f"not trusted: copy {escape(public.name)} into {escape(str(trusted.parent))} to trust it")
+        console.print(f"key id [bold]{kid}[/]\nprivate key {escape(str(private))} (mode 0600)\n"
+                      f"public key {escape(str(public))}")
+        if not trust:
+            console.print(f"not trusted yet: `shunter keys trust {escape(name)}` makes control trust it")
+            return
+        with _client(paths.state_dir, control_url, actor) as client:
+            client.trust_key(name, public.read_text(), reason)
+    console.print(f"trusted by control as [bold]{escape(name)}[/] (takes effect at once)")
+
+
+@keys_app.command("trust")
+def keys_trust(
+    name: Annotated[str, typer.Argument(help="key name: <state>/keys/NAME.pub, or --public-key")],
+    public_key: Annotated[Path | None, typer.Option(exists=True, dir_okay=False, help="PEM public key file")]
+    = None,
+    reason: Reason = "",
+    control_url: ControlUrl = DEFAULT_CONTROL_URL,
+    state_dir: StateDir = StackPaths.state_dir,
+    actor: Actor = None,
+) -> None:
+    """Have control trust a public key (effective at once, audited)."""
+    if not _KEY_NAME.match(name):
+        raise typer.BadParameter("use letters, digits, '.', '_' or '-' (64 at most)", param_hint="NAME")
+    path = public_key or state_dir.resolve() / "keys" / f"{name}.pub"
+    with operator_errors(), _client(state_dir, control_url, actor) as client:
+        result = client.trust_key(name, path.read_text(), reason)
+    console.print(f"trusted [bold]{escape(name)}[/] (key id {result['key_id']})"
+                  + ("" if result["changed"] else ": it already was"))
+
+
+@keys_app.command("untrust")
+def keys_untrust(
+    name: Annotated[str, typer.Argument(help="name of a trusted key (see `shunter keys list`)")],
+    reason: Reason = "",
+    control_url: ControlUrl = DEFAULT_CONTROL_URL,
+    state_dir: StateDir = StackPaths.state_dir,
+    actor: Actor = None,
+) -> None:
+    """Stop trusting a key: registrations signed by it are refused from now on (audited)."""
+    with operator_errors(), _client(state_dir, control_url, actor) as client:
+        result = client.untrust_key(name, reason)
+    console.print(f"no longer trusted: [bold]{escape(name)}[/] (key id {', '.join(result['key_id'])})")
+
+
+@keys_app.command("list")
+def keys_list(
+    json_output: Annotated[bool, typer.Option("--json", help="print JSON for scripts")] = False,
+    control_url: ControlUrl = DEFAULT_CONTROL_URL,
+    state_dir: StateDir = StackPaths.state_dir,
+    actor: Actor = None,
+) -> None:
+    """The keys control trusts."""
+    with operator_errors(), _client(state_dir, control_url, actor) as client:
+        keys = client.trusted_keys()
+    if json_output:
+        console.print_json(data=keys)
+        return
+    console.print(keys_table(keys))
 
 
 def audit(

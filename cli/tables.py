@@ -157,3 +157,14 @@ def audit_table(entries: Sequence[Mapping[str, Any]]) -> Table:
                       escape(_text(entry.get("subject"))), escape(_text(entry.get("reason"))),
                       escape(compact_json(entry.get("details"))))
     return table
+
+
+def keys_table(keys: Sequence[Mapping[str, Any]]) -> Table:
+    """``GET /admin/v1/keys``: name, key id, file; control's own build key is marked."""
+    table = Table(title="Trusted keys")
+    for column in ("name", "key id", "file"):
+        table.add_column(column)
+    for key in keys:
+        name = escape(_text(key.get("name"))) + (" (control build key)" if key.get("control_build_key") else "")
+        table.add_row(name, _text(key.get("key_id")), escape(_text(key.get("file"))))
+    return table

@@ -111,6 +111,15 @@ def _plane(request: Request) -> ControlPlane:
     return plane
 
 
+def known_model(plane: ControlPlane, model: str) -> str:
+    """``model`` if this stack configures it or the registry knows it; else 404 ``unknown_model``
+    naming the known ones, so that a typo is an error, never an empty answer."""
+    known = sorted({spec.name for spec in plane.config.models} | set(plane.registry.models()))
+    if model not in known:
+        raise ControlApiError(404, "unknown_model", f"no model named {model!r}; known models: {', '.join(known)}")
+    return model
+
+
 def version_json(record: VersionRecord) -> dict[str, Any]:
     return {**asdict(record), "requirements": asdict(record.requirements), "state": record.state.value}
 
@@ -146,11 +155,16 @@ def register_version(model: str, body: RegisterBody, request: Request, actor: Ac
     """Download the artifact and verify its signed manifest into its verified copy (which staging
     reuses), then register the version."""
     plane = _plane(request)
-    if plane.config.model(model) is None:
+    if plane.config.model(known_model(plane, model)) is None:
         raise ControlApiError(404, "model_not_configured", f"model {model} is not served by this stack")
     if plane.registry.version(model, body.version) is not None:
         raise ControlApiError(409, "version_exists", f"{model} version {body.version} is already registered")
-    verified = plane.deployer.copies.fetch(body.artifact_uri, model, body.version)
+    try:
+        verified = plane.deployer.copies.fetch(body.artifact_uri, model, body.version)
+    except IntegrityError as exc:
+        plane.registry.audit(actor, "version.refused", model, body.reason,
+                             {"version": body.version, "code": exc.code, "message": str(exc)})
+        raise
     record = plane.registry.register_version(
         model, body.version, body.artifact_uri, verified.digest, verified.signer_key_id,
         RuntimeRequirements(**body.requirements.model_dump()), actor, body.reason)
@@ -159,7 +173,8 @@ def register_version(model: str, body: RegisterBody, request: Request, actor: Ac
 
 @router.get("/models/{model}/versions")
 def versions(model: str, request: Request) -> list[dict[str, Any]]:
-    return [version_json(v) for v in _plane(request).registry.versions(model)]
+    plane = _plane(request)
+    return [version_json(v) for v in plane.registry.versions(known_model(plane, model))]
 
 
 def status_json(plane: ControlPlane, model: str) -> dict[str, Any]:
@@ -181,20 +196,22 @@ def status_json(plane: ControlPlane, model: str) -> dict[str, Any]:
 
 @router.get("/rollouts/{model}")
 def rollout_status(model: str, request: Request) -> dict[str, Any]:
-    return status_json(_plane(request), model)
+    plane = _plane(request)
+    return status_json(plane, known_model(plane, model))
 
 
 @router.post("/rollouts/{model}/canary")
 def start_canary(model: str, body: CanaryBody, request: Request, actor: Actor) -> dict[str, Any]:
     plane = _plane(request)
-    timings = plane.rollouts.start_canary(model, body.to, body.percent, body.sticky, actor, body.reason)
+    timings = plane.rollouts.start_canary(known_model(plane, model), body.to, body.percent, body.sticky, actor,
+                                          body.reason)
     return {**status_json(plane, model), "timings": timings}
 
 
 @router.post("/rollouts/{model}/ab")
 def start_ab(model: str, body: AbBody, request: Request, actor: Actor) -> dict[str, Any]:
     plane = _plane(request)
-    timings = plane.rollouts.start_ab(model, body.variants, body.sticky, actor, body.reason)
+    timings = plane.rollouts.start_ab(known_model(plane, model), body.variants, body.sticky, actor, body.reason)
     return {**status_json(plane, model), "timings": timings}
 
 
@@ -204,11 +221,14 @@ def rollout_action(model: str, action: Literal["promote", "pause", "resume", "ro
     plane = _plane(request)
     act = {"promote": plane.rollouts.promote, "pause": plane.rollouts.pause,
            "resume": plane.rollouts.resume, "rollback": plane.rollouts.rollback}[action]
-    timings = act(model, actor, body.reason)
+    timings = act(known_model(plane, model), actor, body.reason)
     return {**status_json(plane, model), "timings": timings}
 
 
 @router.get("/audit")
 def audit(request: Request, subject: str | None = None,
           limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> list[dict[str, Any]]:
-    return [asdict(e) for e in _plane(request).registry.audit_log(subject=subject, limit=limit)]
+    plane = _plane(request)
+    if subject is not None:
+        known_model(plane, subject)
+    return [asdict(e) for e in plane.registry.audit_log(subject=subject, limit=limit)]

@@ -78,6 +78,8 @@ class ArtifactStore(Protocol):
 
     def list_versions(self, model: str) -> list[int]: ...
 
+    def delete(self, model: str, version: int) -> None: ...
+
 
 def _check_name(model: str, version: int) -> None:
     if not isinstance(model, str) or not _MODEL_NAME.match(model):
@@ -179,6 +181,14 @@ class LocalArtifactStore:
 
     def exists(self, model: str, version: int) -> bool:
         return self._path(model, version).is_dir()
+
+    def delete(self, model: str, version: int) -> None:
+        """Remove a stored version (a refused push, a pruned version); nothing if absent."""
+        target = self._path(model, version)
+        if target.is_dir():
+            doomed = Path(tempfile.mkdtemp(prefix=f".delete-{version}-", dir=target.parent))
+            os.rename(target, doomed / "version")
+            shutil.rmtree(doomed, ignore_errors=True)
 
     def list_versions(self, model: str) -> list[int]:
         _check_name(model, 0)
@@ -323,6 +333,17 @@ class S3ArtifactStore:
             self._delete_quietly(written)
             raise
         return uri
+
+    def delete(self, model: str, version: int) -> None:
+        """Remove every object of a stored version (a refused push, a pruned version)."""
+        _check_name(model, version)
+        key_prefix = self._key_prefix(model, version)
+        with self._translate(f"delete {model} v{version}"):
+            paginator = self.client.get_paginator("list_objects_v2")
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=key_prefix):
+                batch = [{"Key": item["Key"]} for item in page.get("Contents", [])]
+                if batch:
+                    self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
 
     def _delete_quietly(self, keys: list[str]) -> None:
         """Best effort: remove the objects of a failed upload, so a retry is not refused."""

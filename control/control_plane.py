@@ -12,9 +12,7 @@ at start, so workers start (and restart) on exactly what the registry says is li
 
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,17 +22,18 @@ from control.canary_analysis import MetricsHistory
 from control.canary_job import CanaryAnalysis
 from control.deployer import Deployer
 from control.integrity import (
+    TrustedKeyDirectory,
     generate_keypair,
     load_private_key,
     load_trusted_keys,
     signer_key_id,
     verify_directory,
-    write_signed_manifest,
 )
 from control.registry import Registry, RuntimeRequirements, VersionState
 from control.repository import render_model
 from control.requirements import runtime_requirements
 from control.rollouts import RolloutManager
+from control.signed_copy import signed_copy
 from control.verified_copies import VerifiedCopies
 from settings.control import ControlSettings, load_control_settings
 from settings.paths import StackPaths
@@ -59,17 +58,8 @@ def ensure_signing_key(settings: ControlSettings) -> None:
 
 def push_directory(store: ArtifactStore, registry: Registry, source: Path, spec: ModelSpec, version: int,
                    requirements: RuntimeRequirements, key_path: Path, actor: str, reason: str) -> None:
-    """Sign a copy of ``source`` (hard links; the original is not written to), upload it, register it."""
-    with tempfile.TemporaryDirectory(prefix=f"push-{spec.name}-") as tmp:
-        staged = Path(tmp) / "artifact"
-        staged.mkdir()
-        for item in sorted(source.iterdir()):
-            if item.is_file() and not item.name.startswith("."):
-                try:
-                    os.link(item, staged / item.name)
-                except OSError:
-                    shutil.copy2(item, staged / item.name)
-        manifest = write_signed_manifest(staged, spec.name, version, load_private_key(key_path))
+    """Sign a copy of ``source`` (the original is not written to), upload it, register it."""
+    with signed_copy(source, spec.name, version, load_private_key(key_path)) as (staged, manifest):
         uri = store.upload_directory(staged, spec.name, version)
         registry.register_version(spec.name, version, uri, manifest.digest(), signer_key_id(staged),
                                   requirements, actor, reason)
@@ -92,7 +82,7 @@ class ControlPlane:
         ensure_signing_key(settings)
         registry = Registry.open(settings.registry_url)
         store = open_store(settings.artifact_store)
-        trusted = load_trusted_keys(settings.trusted_keys_dir)
+        trusted = TrustedKeyDirectory(settings.trusted_keys_dir)
         gpu_type = min(pool.gpu_type for pool in config.pools)
         copies = VerifiedCopies(settings.verified_dir, store, trusted)
         deployer = Deployer(registry, copies, config, paths.repository, worker_addresses(config), settings.rollout,

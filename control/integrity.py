@@ -275,6 +275,37 @@ def load_trusted_keys(paths_or_dir: Path | str | Iterable[Path | str]) -> Truste
     return TrustedKeys(_load_public_key(path) for path in files)
 
 
+class TrustedKeyDirectory:
+    """The keys trusted now: the ``*.pem``/``*.pub`` files of ``directory``, read again whenever a
+    file there is added, removed or rewritten, so that ``shunter keys generate --trust`` and
+    ``shunter keys untrust`` take effect without restarting control. ``current()`` costs one
+    directory listing and a ``stat`` per key file when nothing changed."""
+
+    def __init__(self, directory: Path | str) -> None:
+        self.directory = Path(directory)
+        self._seen: tuple[tuple[str, int, int], ...] | None = None
+        self._keys = TrustedKeys()
+
+    def _fingerprint(self) -> tuple[tuple[str, int, int], ...]:
+        if not self.directory.is_dir():
+            return ()
+        entries = []
+        for path in sorted(self.directory.iterdir()):
+            if path.is_file() and path.suffix in PUBLIC_KEY_SUFFIXES:
+                stat = path.stat()
+                entries.append((path.name, stat.st_mtime_ns, stat.st_size))
+        return tuple(entries)
+
+    def current(self) -> TrustedKeys:
+        """The trusted keys as the directory holds them now; raises ``IntegrityError('bad_key')``
+        as ``load_trusted_keys`` does (an unreadable key, or none at all)."""
+        seen = self._fingerprint()
+        if seen != self._seen:
+            self._keys = load_trusted_keys(self.directory)
+            self._seen = seen
+        return self._keys
+
+
 def sign_manifest(manifest: Manifest, private_key: Ed25519PrivateKey) -> bytes:
     """The signature file's content: canonical JSON of key id, algorithm and base64 signature
     over ``manifest.to_bytes()``."""

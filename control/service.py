@@ -20,6 +20,7 @@ from control.admin_api import ControlApiError, error_response
 from control.admin_api import router as admin_router
 from control.control_plane import ControlPlane
 from control.errors import ControlError
+from control.key_admin import router as key_router
 from control.supervisor import Supervisor
 from settings.stack import StackConfig
 
@@ -50,6 +51,7 @@ def create_control_app(config: StackConfig, supervisor: Supervisor, admin_token:
     if plane is not None:
         app.state.control_plane = plane
         app.include_router(admin_router, dependencies=[Depends(require_admin)])
+        app.include_router(key_router, dependencies=[Depends(require_admin)])
 
     @app.get("/admin/v1/workers", dependencies=[Depends(require_admin)])
     def workers() -> list[dict[str, Any]]:

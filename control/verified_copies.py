@@ -33,7 +33,7 @@ from control.artifacts import ArtifactStore
 from control.integrity import (
     IntegrityError,
     Manifest,
-    TrustedKeys,
+    TrustedKeyDirectory,
     manifest_digest,
     signer_key_id,
     verify_directory,
@@ -60,7 +60,7 @@ class VerifiedCopy:
 class VerifiedCopies:
     """The verified-copy cache under ``root``; see the module docstring."""
 
-    def __init__(self, root: Path, store: ArtifactStore, trusted: TrustedKeys) -> None:
+    def __init__(self, root: Path, store: ArtifactStore, trusted: TrustedKeyDirectory) -> None:
         self.root = Path(root)
         self.store = store
         self.trusted = trusted
@@ -73,7 +73,7 @@ class VerifiedCopies:
         try:
             files = staging / "files"
             self.store.download(uri, files)
-            manifest = verify_directory(files, self.trusted, model, version)
+            manifest = verify_directory(files, self.trusted.current(), model, version)
             if digest is not None and manifest.digest() != digest:
                 raise IntegrityError("digest_mismatch", f"{uri} holds manifest {manifest.digest()}, but the "
                                                         f"registry recorded {digest} for {model} v{version}")

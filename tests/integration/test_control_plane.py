@@ -207,6 +207,35 @@ def test_tampered_and_untrusted_artifacts_are_refused_and_serving_is_unchanged(
     assert {(s, v) for s, v in results} == {(200, "2")}
 
 
+def test_a_key_trusted_through_the_api_signs_at_once_and_every_key_change_and_refusal_is_audited(
+        control_stack: ControlStack, artifacts_dir: Path, tmp_path: Path) -> None:
+    admin = control_stack.admin
+    newcomer_key, newcomer_pub = tmp_path / "newcomer.key", tmp_path / "newcomer.pub"
+    generate_keypair(newcomer_key, newcomer_pub)
+    before = control_stack.push(artifacts_dir / "embed", "embed", 6, tmp_path, key_path=newcomer_key)
+    assert before.status_code == 422 and before.json()["error"]["code"] == "untrusted_key"
+    control_stack.store.delete("embed", 6)  # what `shunter models push` does after a refusal
+    trusted = admin.put("/admin/v1/keys/newcomer", json={"public_key_pem": newcomer_pub.read_text(),
+                                                         "reason": "new release key"})
+    assert trusted.status_code == 200 and trusted.json()["changed"], trusted.text
+    after = control_stack.push(artifacts_dir / "embed", "embed", 6, tmp_path / "again", key_path=newcomer_key)
+    assert after.status_code == 201, after.text  # no restart of control in between
+    assert admin.delete("/admin/v1/keys/newcomer", params={"reason": "rotated"}).status_code == 200
+    assert "newcomer" not in {k["name"] for k in admin.get("/admin/v1/keys").json()}
+    own = admin.delete("/admin/v1/keys/local-build")
+    assert own.status_code == 409 and own.json()["error"]["code"] == "key_in_use"
+    entries = admin.get("/admin/v1/audit", params={"limit": 50}).json()
+    actions = [(e["action"], e["subject"], e["actor"]) for e in entries]
+    assert ("key.trust", "key:newcomer", "test") in actions and ("key.untrust", "key:newcomer", "test") in actions
+    assert any(e["action"] == "version.refused" and e["details"]["code"] == "untrusted_key"
+               and e["details"]["version"] == 6 for e in entries)
+    for path in ("/admin/v1/rollouts/embedd", "/admin/v1/models/embedd/versions"):
+        typo = admin.get(path)
+        assert typo.status_code == 404 and typo.json()["error"]["code"] == "unknown_model"
+        assert "known models: " in typo.json()["error"]["message"] and ", embed" in typo.json()["error"]["message"]
+    assert admin.get("/admin/v1/audit", params={"subject": "embedd"}).status_code == 404
+
+
 def test_a_version_that_fails_to_load_is_refused_and_the_previous_versions_keep_serving(
         control_stack: ControlStack, artifacts_dir: Path, tmp_path: Path) -> None:
     broken = tmp_path / "broken"
@@ -272,7 +301,8 @@ def test_the_shunter_cli_pushes_rolls_out_reports_and_rolls_back(control_stack: 
     shutil.copytree(artifacts_dir / "embed", artifact, ignore=shutil.ignore_patterns(".*"))
     pushed = _shunter("models", "push", str(artifact), "--name", "embed", "--version", "7",
                       "--config-dir", str(paths.config_dir), "--reason", "cli test", *where)
-    assert "embed" in pushed and (artifact / "shunter-manifest.sig").exists()
+    assert "embed" in pushed and sorted(p.name for p in artifact.iterdir()) == sorted(
+        p.name for p in (artifacts_dir / "embed").iterdir() if not p.name.startswith("."))  # folder not written to
     _shunter("rollout", "start", "embed", "--to", "7", "--canary", "20", *where)
     results = _embed_many(control_stack.gateway_url, [f"cli canary {i}" for i in range(300)])
     assert {v for _, v in results} == {"2", "7"}
@@ -283,6 +313,15 @@ def test_the_shunter_cli_pushes_rolls_out_reports_and_rolls_back(control_stack: 
     assert "Audit log" in _shunter("audit", "--model", "embed", *where)
     newest = control_stack.admin.get("/admin/v1/audit", params={"subject": "embed", "limit": 20}).json()
     assert any(e["action"] == "rollout.rollback" and e["reason"] == "cli test done" for e in newest)
+
+    generate_keypair(tmp_path / "stranger.key", tmp_path / "stranger.pub")
+    refused = CliRunner().invoke(cli_app, ["models", "push", str(artifact), "--name", "embed", "--version", "8",
+                                           "--key", str(tmp_path / "stranger.key"), "--config-dir",
+                                           str(paths.config_dir), *where])
+    assert refused.exit_code == 1 and "untrusted_key" in refused.output and "v8 is still free" in refused.output
+    assert not control_stack.store.exists("embed", 8)
+    typo = CliRunner().invoke(cli_app, ["rollout", "status", "embedd", *where])
+    assert typo.exit_code == 1 and "unknown_model" in typo.output and "embed" in typo.output.replace("embedd", "")
 
 
 def test_an_ab_test_sticky_to_tenant_shows_each_tenant_one_variant(control_stack: ControlStack) -> None:

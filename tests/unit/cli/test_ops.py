@@ -7,6 +7,7 @@ what it was sent and answers the documented shapes, including the ``{"error": {.
 from __future__ import annotations
 
 import io
+import json
 import socket
 import stat
 import threading
@@ -142,6 +143,7 @@ class FakeControl:
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
+        self.registered: dict[str, list[int]] = {}
         self.app = FastAPI()
         self._routes()
         self._socket = socket.socket()
@@ -165,12 +167,22 @@ class FakeControl:
         def models() -> list[dict[str, Any]]:
             return []
 
+        @app.get("/admin/v1/models/{model}/versions")
+        def versions(model: str) -> list[dict[str, Any]]:
+            return [{"model": model, "version": v} for v in self.registered.get(model, [])]
+
+        @app.put("/admin/v1/keys/{name}")
+        async def trust(name: str, request: Request) -> Any:
+            body = await request.json()
+            return {"name": name, "key_id": "k" * 16, "changed": "PUBLIC KEY" in body["public_key_pem"]}
+
         @app.post("/admin/v1/models/{model}/versions", status_code=201)
         async def register(model: str, request: Request) -> Any:
             body = await request.json()
             if body["reason"] == "refuse":
                 error = {"message": "signed by key 42, not trusted", "type": "integrity", "code": "untrusted_key"}
                 return JSONResponse({"error": error}, status_code=422)
+            self.registered.setdefault(model, []).append(body["version"])
             return {"model": model, "version": body["version"], "artifact_uri": body["artifact_uri"],
                     "manifest_digest": "d" * 64, "signer_key_id": "k" * 16, "requirements": body["requirements"],
                     "state": "verified", "created_at": 1_700_000_000.0,
@@ -278,17 +290,20 @@ def _config_dir(tmp_path: Path) -> Path:
 
 
 @needs_integrity
-def test_keys_generate_writes_a_private_key_0600_and_trusts_the_public_key(tmp_path: Path) -> None:
+def test_keys_generate_writes_a_private_key_0600_and_has_control_trust_the_public_key(
+        control: FakeControl, tmp_path: Path) -> None:
     state, config = tmp_path / "state", _config_dir(tmp_path)
-    args = ["keys", "generate", "release", "--trust", "--state-dir", str(state), "--config-dir", str(config)]
+    args = ["keys", "generate", "release", "--trust", "--reason", "release signing", "--state-dir", str(state),
+            "--config-dir", str(config), "--control-url", control.url]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     private, public = state / "keys" / "release.key", state / "keys" / "release.pub"
     assert stat.S_IMODE(private.stat().st_mode) == 0o600
-    trusted = state / "keys" / "trusted" / "release.pub"
-    assert trusted.read_bytes() == public.read_bytes()
-    (kid,) = load_trusted_keys(trusted)
-    assert kid in result.output
+    sent = control.requests[-1]
+    assert (sent["method"], sent["path"]) == ("PUT", "/admin/v1/keys/release")
+    assert json.loads(sent["body"]) == {"public_key_pem": public.read_text(), "reason": "release signing"}
+    (kid,) = load_trusted_keys(public)
+    assert kid in result.output and "takes effect at once" in result.output
     again = CliRunner().invoke(app, args)
     assert again.exit_code == 1 and "already exists" in again.output
 
@@ -305,7 +320,8 @@ def test_keys_generate_without_trust_leaves_the_trusted_keys_alone(tmp_path: Pat
 
 
 @needs_integrity
-def test_models_push_signs_uploads_and_registers(control: FakeControl, tmp_path: Path) -> None:
+def test_models_push_signs_a_copy_uploads_registers_and_a_refused_push_leaves_nothing(
+        control: FakeControl, tmp_path: Path) -> None:
     state, config = tmp_path / "state", _config_dir(tmp_path)
     where = ["--state-dir", str(state), "--config-dir", str(config), "--control-url", control.url]
     runner = CliRunner()
@@ -313,26 +329,35 @@ def test_models_push_signs_uploads_and_registers(control: FakeControl, tmp_path:
     artifact = tmp_path / "artifact"
     (artifact / "1").mkdir(parents=True)
     (artifact / "1" / "model.onnx").write_bytes(b"\x00" * 4096)
-    push = ["models", "push", str(artifact), "--name", "embed", "--version", "7", *where, "--actor", "ana@box"]
-    result = runner.invoke(app, [*push, "--reason", "new weights"])
+    push = ["models", "push", str(artifact), "--name", "embed", *where, "--actor", "ana@box"]
+    result = runner.invoke(app, [*push, "--version", "7", "--reason", "new weights"])
     assert result.exit_code == 0, result.output
-    assert (artifact / "shunter-manifest.json").exists() and (state / "store" / "embed" / "7" / "1").is_dir()
+    assert sorted(p.name for p in artifact.rglob("*")) == ["1", "model.onnx"]  # the folder is not written to
+    assert (state / "store" / "embed" / "7" / "1" / "model.onnx").is_file()
+    assert (state / "store" / "embed" / "7" / "shunter-manifest.json").is_file()
     sent = control.requests[-1]
     assert sent["path"] == "/admin/v1/models/embed/versions" and sent["headers"]["x-shunter-actor"] == "ana@box"
     assert '"kind":"embedding"' in sent["body"] and '"gpu_types":["a10"]' in sent["body"]
     assert '"max_context_tokens":256' in sent["body"] and "embed v7" in result.output
 
-    again = runner.invoke(app, [*push, "--reason", "refuse"])
-    assert again.exit_code == 1 and "artifact_exists" in again.output and "--reuse-upload" in again.output
-    refused = runner.invoke(app, [*push, "--reason", "refuse", "--reuse-upload"])
+    registrations = len([r for r in control.requests if r["method"] == "POST"])
+    again = runner.invoke(app, [*push, "--version", "7"])
+    assert again.exit_code == 1 and "version_exists" in again.output and "push v8" in again.output
+    assert len([r for r in control.requests if r["method"] == "POST"]) == registrations  # refused before signing
+
+    refused = runner.invoke(app, [*push, "--version", "8", "--reason", "refuse"])
     assert refused.exit_code == 1 and "untrusted_key, HTTP 422" in refused.output
-    assert "Traceback" not in refused.output
+    assert "v8 is still free" in refused.output and "Traceback" not in refused.output
+    assert not (state / "store" / "embed" / "8").exists()
+    retried = runner.invoke(app, [*push, "--version", "8", "--reason", "trusted now"])
+    assert retried.exit_code == 0, retried.output
 
 
-def test_models_push_needs_a_kind_for_a_model_not_in_models_yaml(control: FakeControl, tmp_path: Path) -> None:
+def test_models_push_of_an_unknown_model_lists_the_configured_ones(control: FakeControl, tmp_path: Path) -> None:
     artifact = tmp_path / "artifact"
     artifact.mkdir()
-    result = CliRunner().invoke(app, ["models", "push", str(artifact), "--name", "other", "--version", "1",
+    result = CliRunner().invoke(app, ["models", "push", str(artifact), "--name", "embedd", "--version", "1",
                                       "--state-dir", str(tmp_path / "state"), "--config-dir",
                                       str(_config_dir(tmp_path)), "--control-url", control.url])
-    assert result.exit_code == 2 and "--kind" in result.output
+    assert result.exit_code == 2 and "embedd" in result.output and "known models" in result.output
+    assert "embed" in result.output.replace("embedd", "")

@@ -11,11 +11,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from control.artifacts import LocalArtifactStore, Progress
 from control.deployer import Deployer, DeployError
-from control.integrity import MANIFEST_NAME, IntegrityError, Manifest, TrustedKeys, write_signed_manifest
+from control.integrity import (
+    MANIFEST_NAME,
+    IntegrityError,
+    Manifest,
+    TrustedKeyDirectory,
+    generate_keypair,
+    load_private_key,
+    write_signed_manifest,
+)
 from control.registry import Registry, RuntimeRequirements, VersionState
 from control.verified_copies import VerifiedCopies
 from settings.control import RolloutSettings
@@ -44,7 +53,11 @@ def store(tmp_path: Path) -> CountingStore:
 
 @pytest.fixture
 def copies(tmp_path: Path, store: CountingStore, signer: Ed25519PrivateKey) -> VerifiedCopies:
-    return VerifiedCopies(tmp_path / "verified", store, TrustedKeys([signer.public_key()]))
+    trusted_dir = tmp_path / "trusted"
+    trusted_dir.mkdir()
+    (trusted_dir / "signer.pub").write_bytes(signer.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    return VerifiedCopies(tmp_path / "verified", store, TrustedKeyDirectory(trusted_dir))
 
 
 @pytest.fixture
@@ -181,3 +194,19 @@ def test_a_recorded_digest_that_is_not_a_sha256_is_refused_before_any_path_is_ma
         deployer_of(registry, copies, tmp_path).stage(MODEL, 1)
     assert caught.value.code == "bad_manifest" and store.downloads == 0
     assert not os.path.exists(tmp_path / "escape")
+
+
+def test_a_key_trusted_after_start_is_accepted_and_an_untrusted_one_refused_without_a_restart(
+        tmp_path: Path, store: CountingStore, copies: VerifiedCopies) -> None:
+    generate_keypair(tmp_path / "keys" / "late.key", tmp_path / "keys" / "late.pub")
+    late = load_private_key(tmp_path / "keys" / "late.key")
+    uri = store.upload_directory(build(tmp_path, late, 2), MODEL, 2)
+    with pytest.raises(IntegrityError) as refused:
+        copies.fetch(uri, MODEL, 2)
+    assert refused.value.code == "untrusted_key"
+    shutil.copyfile(tmp_path / "keys" / "late.pub", copies.trusted.directory / "late.pub")  # keys generate --trust
+    assert copies.fetch(uri, MODEL, 2).manifest.version == 2
+    (copies.trusted.directory / "late.pub").unlink()  # keys untrust
+    with pytest.raises(IntegrityError) as untrusted:
+        VerifiedCopies(tmp_path / "verified-2", store, copies.trusted).fetch(uri, MODEL, 2)
+    assert untrusted.value.code == "untrusted_key"
