@@ -134,6 +134,11 @@ class AdminClient:
         return self._call("POST", f"/admin/v1/rollouts/{_segment(model)}/{action}", body={"reason": reason},
                           long=True)
 
+    def undo(self, model: str, to: int | None = None, reason: str = "") -> dict[str, Any]:
+        """Bring back the previous live version (or ``to``); waits for load, warmup and drain."""
+        return self._call("POST", f"/admin/v1/rollouts/{_segment(model)}/undo", body={"to": to, "reason": reason},
+                          long=True)
+
     def rollout_status(self, model: str) -> dict[str, Any]:
         return self._call("GET", f"/admin/v1/rollouts/{_segment(model)}")
 

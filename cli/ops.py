@@ -289,6 +289,25 @@ for _action in ROLLOUT_ACTIONS:
     rollout_app.command(_action)(_action_command(_action, _ACTION_SUMMARIES[_action]))
 
 
+@rollout_app.command("undo")
+def rollout_undo(
+    model: ModelArg,
+    to: Annotated[int | None, typer.Option(min=1, help="version to bring back (default: the one live before "
+                                                       "the last promote)")] = None,
+    reason: Reason = "",
+    control_url: ControlUrl = DEFAULT_CONTROL_URL,
+    state_dir: StateDir = StackPaths.state_dir,
+    actor: Actor = None,
+) -> None:
+    """Bring back MODEL's previous live version at any time after a rollout ended; it is loaded and
+    warmed before traffic moves, and the replaced version drains before it is unloaded."""
+    target = f"v{to}" if to is not None else "the previous version"
+    with (operator_errors(), _client(state_dir, control_url, actor) as client,
+          console.status(f"undo {model}: loading {target}, moving traffic, draining…")):
+        result = client.undo(model, to, reason)
+    print_status(result)
+
+
 def status(model: ModelArg, control_url: ControlUrl = DEFAULT_CONTROL_URL,
            state_dir: StateDir = StackPaths.state_dir, actor: Actor = None) -> None:
     """Alias weights, the rollout, per-version window metrics and the last verdict."""

@@ -215,6 +215,18 @@ def start_ab(model: str, body: AbBody, request: Request, actor: Actor) -> dict[s
     return {**status_json(plane, model), "timings": timings}
 
 
+class UndoBody(_Body):
+    to: Annotated[int | None, Field(ge=1)] = None
+
+
+@router.post("/rollouts/{model}/undo")
+def undo(model: str, body: UndoBody, request: Request, actor: Actor) -> dict[str, Any]:
+    """Bring back the version live before the last promote (or ``to``); see ``RolloutManager.undo``."""
+    plane = _plane(request)
+    timings = plane.rollouts.undo(known_model(plane, model), actor, body.reason, body.to)
+    return {**status_json(plane, model), "timings": timings}
+
+
 @router.post("/rollouts/{model}/{action}")
 def rollout_action(model: str, action: Literal["promote", "pause", "resume", "rollback"], body: _Body,
                    request: Request, actor: Actor) -> dict[str, Any]:

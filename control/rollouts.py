@@ -149,22 +149,62 @@ class RolloutManager:
             raise RolloutError("no_rollout", f"model {model} has no active rollout", 404)
         return rollout
 
+    def undo(self, model: str, actor: str, reason: str = "", to: int | None = None) -> dict[str, Any]:
+        """Bring back the version that was live before the last promote (or version ``to``) at any
+        time after a rollout ended: load and warm it next to the live one, move all traffic to it,
+        drain and unload the other (audit ``rollout.undo``)."""
+        with self.lock(model):
+            if self.registry.active_rollout(model) is not None:
+                raise RolloutError("rollout_active", f"model {model} has an active rollout; roll it back instead")
+            live = self._baseline(model)
+            target = self._previous(model, live) if to is None else to
+            if target == live:
+                raise RolloutError("same_version", f"version {target} of {model} is already live")
+            alias = self.registry.alias(model)
+            sticky = alias.sticky if alias is not None else "request"
+            started = time.monotonic()
+            try:
+                self.deployer.serve(model, [live, target], reason=f"undo of {model}: load v{target}")
+            except DeployError as exc:
+                self.registry.audit(actor, "rollout.undo.refused", model, str(exc), {"code": exc.code, "to": target})
+                raise RolloutError(exc.code, str(exc), 422) from exc
+            timings = self._shift_all(model, [live, target], target, sticky, actor, "rollout.undo", reason,
+                                      {"from": live, "to": target})
+            return {**timings, "from": live, "to": target, "total_s": time.monotonic() - started}
+
+    def _previous(self, model: str, live: int) -> int:
+        """The baseline of the newest promoted rollout that made ``live`` the live version."""
+        for rollout in self.registry.rollouts(model, limit=100):
+            if (rollout.status is RolloutStatus.PROMOTED and rollout.baseline_version not in (None, live)
+                    and live in rollout.variants):
+                assert rollout.baseline_version is not None
+                return rollout.baseline_version
+        raise RolloutError("no_previous_version", f"no promote made v{live} of {model} live; name the version to "
+                                                  "bring back (`shunter rollout undo MODEL --to N`)")
+
     def _settle(self, model: str, rollout: RolloutRecord, keep: int, status: RolloutStatus, action: str,
                 actor: str, reason: str, details: dict[str, Any]) -> dict[str, Any]:
         """All traffic to ``keep``; drain and unload the other versions; end the rollout."""
         started = time.monotonic()
-        weights = {v: (100.0 if v == keep else 0.0) for v in {*rollout.variants, keep}}
-        alias = self.registry.set_alias(model, weights, rollout.sticky, actor, action, reason,
-                                        {**details, "rollout_id": rollout.id})
+        timings = self._shift_all(model, [*rollout.variants, keep], keep, rollout.sticky, actor, action, reason,
+                                  {**details, "rollout_id": rollout.id})
+        self.registry.update_rollout(rollout.id, actor=actor, action=f"{action}.done", status=status, reason=reason,
+                                     details={**details, **timings})
+        return {**timings, "total_s": time.monotonic() - started}
+
+    def _shift_all(self, model: str, versions: Sequence[int], keep: int, sticky: str, actor: str, action: str,
+                   reason: str, details: dict[str, Any]) -> dict[str, Any]:
+        """Weights to ``keep`` only, wait for every gateway's routing, drain the other versions, unload
+        them; return the seconds each wait took."""
+        weights = {v: (100.0 if v == keep else 0.0) for v in {*versions, keep}}
+        alias = self.registry.set_alias(model, weights, sticky, actor, action, reason, details)
         routing_s = self._await_routing(alias)
         leaving = sorted(v for v in weights if v != keep)
         drain_s = self._await_drained(model, leaving)
         self.deployer.serve(model, [keep], reason=f"{action}: {reason}" if reason else action)
-        self.registry.set_alias(model, {keep: 100.0}, rollout.sticky, actor, f"{action}.unloaded", reason,
-                                {"rollout_id": rollout.id, "unloaded": leaving})
-        self.registry.update_rollout(rollout.id, actor=actor, action=f"{action}.done", status=status, reason=reason,
-                                     details={**details, "routing_applied_s": routing_s, "drain_s": drain_s})
-        return {"routing_applied_s": routing_s, "drain_s": drain_s, "total_s": time.monotonic() - started}
+        self.registry.set_alias(model, {keep: 100.0}, sticky, actor, f"{action}.unloaded", reason,
+                                {**details, "unloaded": leaving})
+        return {"routing_applied_s": routing_s, "drain_s": drain_s}
 
     def _await_routing(self, alias: AliasRecord) -> float | None:
         """Seconds until every gateway runs a routing generation at least the registry's now."""

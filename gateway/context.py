@@ -9,7 +9,10 @@ its ``model`` and, on failure, its ``ending``; the middleware records
 ``x-queue-wait-ms`` (admission to dispatch), ``x-shunter-pool`` (where it ran) and
 ``x-shunter-model-version`` (which version served it), and is counted per model version
 (``shunter_version_requests``, ``shunter_version_latency_seconds``: time to first token where the
-handler measured one, else the whole request), which the canary analysis compares.
+handler measured one, else the whole request), which the canary analysis compares. A request that
+used the response cache says so in ``x-shunter-cache`` (``hit``: every row from the cache, ``partial``,
+``miss``); a full hit reaches no worker, so it answers ``x-shunter-pool: cache`` and a queue wait of 0,
+and still counts for the version whose cached rows served it.
 """
 
 from __future__ import annotations
@@ -43,6 +46,12 @@ class RequestContext:
     dispatch: Dispatch | None = None  # set once the scheduler released it to a worker
     ending: Ending | None = None  # set on failure (and by streams); None means "by HTTP status"
     ttft_s: float | None = None  # time to first token, for streamed generations
+    cache: str | None = None  # "hit" | "partial" | "miss" where the model has a response cache
+
+    @property
+    def served(self) -> bool:
+        """Whether a version served it: dispatched to a worker, or answered whole from the cache."""
+        return self.model_version is not None and (self.dispatch is not None or self.cache == "hit")
 
 
 def request_context(connection: HTTPConnection) -> RequestContext:
@@ -67,11 +76,13 @@ def idempotency_key(scope: Scope) -> str | None:
 
 
 def _dispatch_headers(context: RequestContext) -> list[tuple[bytes, bytes]]:
-    if context.dispatch is None:
-        return []
-    return [(b"x-queue-wait-ms", f"{context.dispatch.queue_wait_s * 1000:.1f}".encode()),
-            (b"x-shunter-pool", context.dispatch.pool.encode()),
-            (b"x-shunter-model-version", str(context.model_version or "").encode())]
+    cache = [] if context.cache is None else [(b"x-shunter-cache", context.cache.encode())]
+    if not context.served:
+        return cache
+    queue_wait_s, pool = (0.0, "cache") if context.dispatch is None else (context.dispatch.queue_wait_s,
+                                                                         context.dispatch.pool)
+    return [(b"x-queue-wait-ms", f"{queue_wait_s * 1000:.1f}".encode()), (b"x-shunter-pool", pool.encode()),
+            (b"x-shunter-model-version", str(context.model_version).encode()), *cache]
 
 
 def _ending(context: RequestContext, status: int) -> Ending:
@@ -122,7 +133,7 @@ class RequestContextMiddleware:
         self.metrics.requests.labels(path, model, ending.label).inc()
         duration_s = time.perf_counter() - started
         self.metrics.duration_s.labels(path, model).observe(duration_s)
-        if context.dispatch is not None and context.model_version is not None:
+        if context.served:
             version = str(context.model_version)
             self.metrics.version_requests.labels(model, version, ending.outcome.value).inc()
             if ending.outcome is Outcome.COMPLETED:

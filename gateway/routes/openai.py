@@ -170,6 +170,7 @@ async def _embed(gateway: Gateway, request: Request, tenant: Tenant, model: Mode
     if cache is not None:
         gateway.metrics.cache_rows.labels(model.name, "hit").inc(len(texts) - len(missing))
         gateway.metrics.cache_rows.labels(model.name, "miss").inc(len(missing))
+        request_context(request).cache = "miss" if len(missing) == len(texts) else "partial" if missing else "hit"
     if missing:
         todo = [texts[i] for i in missing]
         result = await run_batched(gateway.admission, gateway.transport, request, tenant, model,

@@ -15,6 +15,7 @@ import shutil
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -212,13 +213,13 @@ def test_a_key_trusted_through_the_api_signs_at_once_and_every_key_change_and_re
     admin = control_stack.admin
     newcomer_key, newcomer_pub = tmp_path / "newcomer.key", tmp_path / "newcomer.pub"
     generate_keypair(newcomer_key, newcomer_pub)
-    before = control_stack.push(artifacts_dir / "embed", "embed", 6, tmp_path, key_path=newcomer_key)
+    before = control_stack.push(artifacts_dir / "embed", "embed", 9, tmp_path, key_path=newcomer_key)
     assert before.status_code == 422 and before.json()["error"]["code"] == "untrusted_key"
-    control_stack.store.delete("embed", 6)  # what `shunter models push` does after a refusal
+    control_stack.store.delete("embed", 9)  # what `shunter models push` does after a refusal
     trusted = admin.put("/admin/v1/keys/newcomer", json={"public_key_pem": newcomer_pub.read_text(),
                                                          "reason": "new release key"})
     assert trusted.status_code == 200 and trusted.json()["changed"], trusted.text
-    after = control_stack.push(artifacts_dir / "embed", "embed", 6, tmp_path / "again", key_path=newcomer_key)
+    after = control_stack.push(artifacts_dir / "embed", "embed", 9, tmp_path / "again", key_path=newcomer_key)
     assert after.status_code == 201, after.text  # no restart of control in between
     assert admin.delete("/admin/v1/keys/newcomer", params={"reason": "rotated"}).status_code == 200
     assert "newcomer" not in {k["name"] for k in admin.get("/admin/v1/keys").json()}
@@ -228,7 +229,7 @@ def test_a_key_trusted_through_the_api_signs_at_once_and_every_key_change_and_re
     actions = [(e["action"], e["subject"], e["actor"]) for e in entries]
     assert ("key.trust", "key:newcomer", "test") in actions and ("key.untrust", "key:newcomer", "test") in actions
     assert any(e["action"] == "version.refused" and e["details"]["code"] == "untrusted_key"
-               and e["details"]["version"] == 6 for e in entries)
+               and e["details"]["version"] == 9 for e in entries)
     for path in ("/admin/v1/rollouts/embedd", "/admin/v1/models/embedd/versions"):
         typo = admin.get(path)
         assert typo.status_code == 404 and typo.json()["error"]["code"] == "unknown_model"
@@ -342,3 +343,25 @@ def test_an_ab_test_sticky_to_tenant_shows_each_tenant_one_variant(control_stack
     assert set(per_variant) == {"2", "7"}
     ended = control_stack.admin.post("/admin/v1/rollouts/embed/rollback", json={"reason": "ab test over"})
     assert ended.status_code == 200 and ended.json()["alias"]["weights"] == {"2": 100.0}
+
+
+def test_rollout_undo_brings_back_the_version_live_before_the_promote_without_failing_a_request(
+        control_stack: ControlStack) -> None:
+    paths = control_stack.local.paths
+    where = ["--control-url", control_stack.local.control_url, "--state-dir", str(paths.state_dir)]
+    assert control_stack.status("embed")["alias"]["weights"] == {"2": 100.0}
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        during = pool.submit(_embed_many, control_stack.gateway_url, [f"during undo {i}" for i in range(400)], 4)
+        undone = _shunter("rollout", "undo", "embed", "--reason", "v2 regressed", *where)
+        results = during.result(timeout=300)
+    assert {status for status, _ in results} == {200}, Counter(results)
+    assert control_stack.status("embed")["alias"]["weights"] == {"1": 100.0} and "v1" in undone
+    assert {v for _, v in _embed_many(control_stack.gateway_url, [f"after undo {i}" for i in range(50)])} == {"1"}
+    again = CliRunner().invoke(cli_app, ["rollout", "undo", "embed", *where])
+    assert again.exit_code == 1 and "no_previous_version" in again.output and "--to" in again.output
+    _shunter("rollout", "undo", "embed", "--to", "2", "--reason", "false alarm", *where)
+    assert control_stack.status("embed")["alias"]["weights"] == {"2": 100.0}
+    entries = control_stack.admin.get("/admin/v1/audit", params={"subject": "embed", "limit": 30}).json()
+    undos = [e for e in entries if e["action"] == "rollout.undo"]
+    assert [(e["details"]["from"], e["details"]["to"], e["reason"]) for e in undos] == [
+        (1, 2, "false alarm"), (2, 1, "v2 regressed")]

@@ -130,12 +130,22 @@ async def test_embeddings_in_base64_are_little_endian_float32(gw: InProcessGatew
 
 
 async def test_repeated_embeddings_come_from_the_tenants_cache(gw: InProcessGateway) -> None:
-    for _ in range(2):
-        response = await gw.client.post("/v1/embeddings", headers=STANDARD, json={"model": "embed", "input": ["x"]})
+    seen = []
+    for texts in (["x"], ["x"], ["x", "y"]):
+        response = await gw.client.post("/v1/embeddings", headers=STANDARD, json={"model": "embed", "input": texts})
         assert response.status_code == 200
-    assert len(gw.workers.row_calls) == 1
+        seen.append({name: response.headers.get(name) for name in
+                     ("x-shunter-cache", "x-shunter-pool", "x-shunter-model-version", "x-queue-wait-ms")})
+    assert len(gw.workers.row_calls) == 2
+    miss, hit, partial = seen
+    assert miss["x-shunter-cache"] == "miss" and miss["x-shunter-pool"] not in (None, "cache")
+    assert hit == {"x-shunter-cache": "hit", "x-shunter-pool": "cache", "x-shunter-model-version": "1",
+                   "x-queue-wait-ms": "0.0"}
+    assert partial["x-shunter-cache"] == "partial" and partial["x-shunter-model-version"] == "1"
+    # the canary analysis counts every answer of the version, cached ones included
+    assert gw.metric("shunter_version_requests_total", model="embed", version="1", outcome="completed") == 3
     other = await gw.client.post("/v1/embeddings", headers=BATCH, json={"model": "embed", "input": ["x"]})
-    assert other.status_code == 200 and len(gw.workers.row_calls) == 2  # caches are per tenant
+    assert other.status_code == 200 and len(gw.workers.row_calls) == 3  # caches are per tenant
 
 
 async def test_embedding_errors_name_the_input(gw: InProcessGateway) -> None:
