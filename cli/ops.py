@@ -23,12 +23,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
 from cli.admin_client import DEFAULT_CONTROL_URL, ROLLOUT_ACTIONS, AdminApiError, AdminClient
-from cli.tables import audit_table, keys_table, models_table, status_renderables, version_table
+from cli.tables import audit_table, keys_table, models_table, output_console, status_renderables, version_table
 from control.errors import ControlError
 from settings.control import load_control_settings
 from settings.paths import StackPaths, admin_token
@@ -44,8 +43,8 @@ rollout_app = typer.Typer(help="Canary rollouts: start, promote, pause, resume, 
 ab_app = typer.Typer(help="A/B tests between versions (pause, promote or roll back with `shunter rollout`).",
                      no_args_is_help=True)
 keys_app = typer.Typer(help="ed25519 keys that sign artifacts.", no_args_is_help=True)
-console = Console()
-err_console = Console(stderr=True)
+console = output_console()
+err_console = output_console(stderr=True)
 
 _KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _VARIANT = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*$")
@@ -63,6 +62,7 @@ Actor = Annotated[str | None, typer.Option(help="who acts, for the audit log (de
 Reason = Annotated[str, typer.Option(help="why, for the audit log")]
 ModelArg = Annotated[str, typer.Argument(help="model name")]
 Sticky = Annotated[StickyMode, typer.Option(help="what keeps a caller on one version")]
+JsonOutput = Annotated[bool, typer.Option("--json", help="print the API's JSON, for scripts")]
 
 
 def default_actor() -> str:
@@ -241,11 +241,14 @@ def _register_or_remove(client: AdminClient, store: ArtifactStore, name: str, ve
 
 
 @models_app.command("list")
-def models_list(control_url: ControlUrl = DEFAULT_CONTROL_URL, state_dir: StateDir = StackPaths.state_dir,
-                actor: Actor = None) -> None:
+def models_list(json_output: JsonOutput = False, control_url: ControlUrl = DEFAULT_CONTROL_URL,
+                state_dir: StateDir = StackPaths.state_dir, actor: Actor = None) -> None:
     """Models, their versions with states, and the live traffic weights."""
     with operator_errors(), _client(state_dir, control_url, actor) as client:
         models = client.list_models()
+    if json_output:
+        console.print_json(data=models)
+        return
     console.print(models_table(models))
 
 
@@ -308,11 +311,14 @@ def rollout_undo(
     print_status(result)
 
 
-def status(model: ModelArg, control_url: ControlUrl = DEFAULT_CONTROL_URL,
+def status(model: ModelArg, json_output: JsonOutput = False, control_url: ControlUrl = DEFAULT_CONTROL_URL,
            state_dir: StateDir = StackPaths.state_dir, actor: Actor = None) -> None:
     """Alias weights, the rollout, per-version window metrics and the last verdict."""
     with operator_errors(), _client(state_dir, control_url, actor) as client:
         result = client.rollout_status(model)
+    if json_output:
+        console.print_json(data=result)
+        return
     print_status(result)
 
 
@@ -411,7 +417,7 @@ def keys_untrust(
 
 @keys_app.command("list")
 def keys_list(
-    json_output: Annotated[bool, typer.Option("--json", help="print JSON for scripts")] = False,
+    json_output: JsonOutput = False,
     control_url: ControlUrl = DEFAULT_CONTROL_URL,
     state_dir: StateDir = StackPaths.state_dir,
     actor: Actor = None,
@@ -428,6 +434,7 @@ def keys_list(
 def audit(
     model: Annotated[str | None, typer.Option(help="only entries about this model")] = None,
     limit: Annotated[int, typer.Option(min=1, max=10_000, help="most entries to show")] = 50,
+    json_output: JsonOutput = False,
     control_url: ControlUrl = DEFAULT_CONTROL_URL,
     state_dir: StateDir = StackPaths.state_dir,
     actor: Actor = None,
@@ -435,4 +442,7 @@ def audit(
     """The control plane's audit log, newest first."""
     with operator_errors(), _client(state_dir, control_url, actor) as client:
         entries = client.audit(model, limit)
+    if json_output:
+        console.print_json(data=entries)
+        return
     console.print(audit_table(entries))

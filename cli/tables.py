@@ -11,12 +11,20 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from rich.console import RenderableType
+from rich.console import Console, RenderableType
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 NONE = "—"
+PIPED_WIDTH = 200  # columns of a table printed into a pipe or a file: wide enough that none is cut
+
+
+def output_console(stderr: bool = False) -> Console:
+    """A console of the terminal's width, or ``PIPED_WIDTH`` columns when output is not a terminal
+    (rich would otherwise assume 80 and truncate columns in ``shunter … | grep``)."""
+    console = Console(stderr=stderr)
+    return console if console.is_terminal else Console(stderr=stderr, width=PIPED_WIDTH)
 
 
 def when(value: Any) -> str:

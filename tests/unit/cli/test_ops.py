@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 from cli.admin_client import AdminApiError, AdminClient
 from cli.main import app
 from cli.ops import parse_variants
-from cli.tables import audit_table, models_table, status_renderables, version_table
+from cli.tables import audit_table, models_table, output_console, status_renderables, version_table
 
 try:
     from control.integrity import load_trusted_keys
@@ -277,6 +277,22 @@ def test_cli_prints_api_errors_in_red_with_their_code_and_exits_1(control: FakeC
     assert result.exit_code == 1
     assert "model_not_found, HTTP 404" in result.output and "no model named ghost" in result.output
     assert "Traceback" not in result.output
+
+
+def test_status_and_audit_print_the_apis_json_with_json(control: FakeControl, tmp_path: Path) -> None:
+    where = ["--control-url", control.url, "--state-dir", str(tmp_path)]
+    status = CliRunner().invoke(app, ["rollout", "status", "chat", "--json", *where])
+    assert status.exit_code == 0 and json.loads(status.output) == FULL_STATUS
+    audit = CliRunner().invoke(app, ["audit", "--json", *where])
+    assert audit.exit_code == 0 and json.loads(audit.output) == []
+
+
+def test_a_table_printed_into_a_pipe_is_not_cut_to_80_columns() -> None:
+    console = output_console()  # pytest captures stdout: not a terminal
+    with console.capture() as captured:
+        console.print(audit_table([{"at": 1_700_000_000, "actor": "ana@" + "box" * 20, "action": "rollout.promote",
+                                    "subject": "embed", "reason": "healthy canary", "details": {"rollout_id": 3}}]))
+    assert "ana@" + "box" * 20 in captured.get() and max(map(len, captured.get().splitlines())) > 80
 
 
 # --- keys and push --------------------------------------------------------------------------------
