@@ -69,7 +69,8 @@ def version_table(version: Mapping[str, Any]) -> Table:
     table = Table(title=f"{version.get('model', '?')} v{version.get('version', '?')}", show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value", overflow="fold")
-    rows = (("state", version.get("state")), ("manifest digest", version.get("manifest_digest")),
+    rows = (("state", version.get("state")), ("why", version.get("state_reason")),
+            ("manifest digest", version.get("manifest_digest")),
             ("signer key id", version.get("signer_key_id")), ("artifact URI", version.get("artifact_uri")),
             ("requirements", compact_json(version.get("requirements"))),
             ("created", when(version.get("created_at"))), ("created by", version.get("created_by")))
@@ -82,9 +83,11 @@ def models_table(models: Sequence[Mapping[str, Any]]) -> Table:
     """``GET /admin/v1/models``: model, kind, versions with their states, live weights."""
     table = Table(title="Models")
     for column in ("model", "kind", "versions", "live weights", "sticky"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")
     for model in models:
-        versions = ", ".join(f"v{v.get('version', '?')} {v.get('state', '?')}" for v in model.get("versions") or ())
+        versions = "\n".join(f"v{v.get('version', '?')} {v.get('state', '?')}"
+                             + (f" ({v['state_reason']})" if v.get("state_reason") else "")
+                             for v in model.get("versions") or ())
         alias = model.get("alias") or {}
         table.add_row(escape(_text(model.get("name"))), _text(model.get("kind")), _text(versions),
                       weights_text(alias.get("weights")), _text(alias.get("sticky")))

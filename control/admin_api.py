@@ -32,6 +32,7 @@ from control.registry import (
     RegistryValidationError,
     RuntimeRequirements,
     VersionRecord,
+    VersionState,
 )
 from control.rollouts import RolloutError
 
@@ -120,8 +121,24 @@ def known_model(plane: ControlPlane, model: str) -> str:
     return model
 
 
-def version_json(record: VersionRecord) -> dict[str, Any]:
-    return {**asdict(record), "requirements": asdict(record.requirements), "state": record.state.value}
+def version_json(record: VersionRecord, state_reason: str | None = None) -> dict[str, Any]:
+    return {**asdict(record), "requirements": asdict(record.requirements), "state": record.state.value,
+            "state_reason": state_reason}
+
+
+def state_reasons(plane: ControlPlane, model: str) -> dict[int, str]:
+    """Why each version of ``model`` is in its state: the reason of its newest ``version.state`` audit entry."""
+    reasons: dict[int, str] = {}
+    for entry in plane.registry.audit_log(subject=model, action_prefix="version.state", limit=1000):
+        version = (entry.details or {}).get("version")
+        if isinstance(version, int) and version not in reasons:
+            reasons[version] = entry.reason
+    return reasons
+
+
+def versions_json(plane: ControlPlane, model: str) -> list[dict[str, Any]]:
+    reasons = state_reasons(plane, model)
+    return [version_json(v, reasons.get(v.version)) for v in plane.registry.versions(model)]
 
 
 def alias_json(alias: AliasRecord | None) -> dict[str, Any] | None:
@@ -145,7 +162,7 @@ def models(request: Request) -> list[dict[str, Any]]:
     for name in plane.registry.models():
         spec = plane.config.model(name)
         rows.append({"name": name, "kind": spec.kind.value if spec else None,
-                     "versions": [version_json(v) for v in plane.registry.versions(name)],
+                     "versions": versions_json(plane, name),
                      "alias": alias_json(plane.registry.alias(name))})
     return rows
 
@@ -165,16 +182,18 @@ def register_version(model: str, body: RegisterBody, request: Request, actor: Ac
         plane.registry.audit(actor, "version.refused", model, body.reason,
                              {"version": body.version, "code": exc.code, "message": str(exc)})
         raise
-    record = plane.registry.register_version(
+    plane.registry.register_version(
         model, body.version, body.artifact_uri, verified.digest, verified.signer_key_id,
         RuntimeRequirements(**body.requirements.model_dump()), actor, body.reason)
-    return version_json(record)
+    reason = f"manifest {verified.digest[:12]}… and signature by key {verified.signer_key_id} checked at registration"
+    record = plane.registry.set_version_state(model, body.version, VersionState.VERIFIED, actor, reason)
+    return version_json(record, reason)
 
 
 @router.get("/models/{model}/versions")
 def versions(model: str, request: Request) -> list[dict[str, Any]]:
     plane = _plane(request)
-    return [version_json(v) for v in plane.registry.versions(known_model(plane, model))]
+    return versions_json(plane, known_model(plane, model))
 
 
 def status_json(plane: ControlPlane, model: str) -> dict[str, Any]:

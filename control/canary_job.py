@@ -78,6 +78,6 @@ class CanaryAnalysis:
             return  # an operator action is running; judge again next pass
         details: dict[str, Any] = {"verdict": verdict.as_dict(), "candidate": candidate}
         try:
-            self.manager.rollback(rollout.model, ACTOR, f"automatic: {verdict.reason}", details)
+            self.manager.rollback(rollout.model, ACTOR, f"automatic: {verdict.reason}", details, failed=True)
         except (RolloutError, GatewayProbeError, DeployError) as exc:
             log.error("canary analysis: rollback of %s failed: %s", rollout.model, exc)

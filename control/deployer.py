@@ -100,6 +100,9 @@ class Deployer:
             except (DeployError, TritonControlError, RenderError) as exc:
                 if previous is not None and previous != wanted:
                     self._restore(model, previous)
+                for version in sorted(wanted - (previous or frozenset())):
+                    self.registry.set_version_state(model, version, VersionState.FAILED, ACTOR,
+                                                    f"failed to load or warm up: {exc}"[:1000])
                 raise DeployError("load", f"{model} {sorted(wanted)}: {exc}; serving left at "
                                           f"{sorted(previous or [])}") from exc
             self.served[model] = wanted
@@ -126,4 +129,6 @@ class Deployer:
         for version in sorted(wanted - previous):
             self.registry.set_version_state(model, version, VersionState.READY, ACTOR, reason or "loaded and warmed")
         for version in sorted(previous - wanted):
-            self.registry.set_version_state(model, version, VersionState.RETIRED, ACTOR, reason or "unloaded")
+            record = self.registry.version(model, version)
+            if record is not None and record.state is not VersionState.FAILED:  # a failure stays on record
+                self.registry.set_version_state(model, version, VersionState.RETIRED, ACTOR, reason or "unloaded")

@@ -32,6 +32,7 @@ from control.registry import (
     RegistryValidationError,
     RolloutRecord,
     RolloutStatus,
+    VersionState,
     validate_weights,
 )
 from settings.control import CanarySettings, RolloutSettings
@@ -118,10 +119,15 @@ class RolloutManager:
             return self._settle(model, rollout, winner, RolloutStatus.PROMOTED, "rollout.promote", actor, reason, {})
 
     def rollback(self, model: str, actor: str, reason: str = "",
-                 details: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                 details: Mapping[str, Any] | None = None, failed: bool = False) -> dict[str, Any]:
+        """All traffic back to the baseline; with ``failed`` (the canary analysis judged the
+        candidates worse) the candidates end ``failed`` with ``reason``, not ``retired``."""
         with self.lock(model):
             rollout = self._active(model)
             assert rollout.baseline_version is not None
+            if failed:
+                for version in sorted(v for v in rollout.variants if v != rollout.baseline_version):
+                    self.registry.set_version_state(model, version, VersionState.FAILED, actor, reason)
             return self._settle(model, rollout, rollout.baseline_version, RolloutStatus.ROLLED_BACK,
                                 "rollout.rollback", actor, reason, dict(details or {}))
 

@@ -140,7 +140,7 @@ def test_canary_split_is_within_three_points_of_its_weight(control_stack: Contro
     assert [v["state"] for v in control_stack.admin.get("/admin/v1/models/embed/versions").json()] == ["ready"]
     pushed = control_stack.push(artifacts_dir / "embed", "embed", 2, tmp_path)
     assert pushed.status_code == 201, pushed.text
-    assert pushed.json()["state"] == "registered"
+    assert pushed.json()["state"] == "verified" and "checked at registration" in pushed.json()["state_reason"]
     started = control_stack.admin.post("/admin/v1/rollouts/embed/canary", json={"to": 2, "percent": 10})
     assert started.status_code == 200, started.text
     assert started.json()["alias"]["weights"] == {"1": 90.0, "2": 10.0}
@@ -181,6 +181,9 @@ def test_a_faulty_canary_is_rolled_back_automatically(control_stack: ControlStac
     verdict = decision["details"]["verdict"]
     assert verdict["decision"] == "rollback" and verdict["canary"]["errors"] > 0
     assert verdict["baseline"]["errors"] == 0
+    states = {v["version"]: v for v in control_stack.admin.get("/admin/v1/models/embed/versions").json()}
+    assert states[3]["state"] == "failed" and states[3]["state_reason"].startswith("automatic:")
+    assert (states[1]["state"], states[2]["state"]) == ("retired", "ready")
 
 
 def test_tampered_and_untrusted_artifacts_are_refused_and_serving_is_unchanged(
@@ -249,6 +252,8 @@ def test_a_version_that_fails_to_load_is_refused_and_the_previous_versions_keep_
     assert control_stack.status("embed")["alias"]["weights"] == {"2": 100.0}
     results = _embed_many(control_stack.gateway_url, [f"after a failed load {i}" for i in range(100)])
     assert {(s, v) for s, v in results} == {(200, "2")}
+    states = {v["version"]: v for v in control_stack.admin.get("/admin/v1/models/embed/versions").json()}
+    assert states[6]["state"] == "failed" and "failed to load" in states[6]["state_reason"]
 
 
 def test_rollback_with_sixteen_chat_streams_in_flight_completes_them_all(
