@@ -105,7 +105,8 @@ def operator_errors() -> Iterator[None]:
     try:
         yield
     except (AdminApiError, ControlError, OSError, ValueError) as exc:
-        err_console.print(f"[bold red]error[/] [red]({escape(_error_code(exc))})[/]: {escape(str(exc))}")
+        err_console.print(f"[bold red]error[/] [red]({escape(_error_code(exc))})[/]: {escape(str(exc))}",
+                          soft_wrap=True)  # one line, whatever its length: operators grep for the code
         raise typer.Exit(code=1) from exc
 
 

@@ -52,6 +52,14 @@ def weights_text(weights: Mapping[str, Any] | None) -> str:
     return " · ".join(f"v{v} {float(w):g}%" for v, w in sorted(weights.items(), key=_version_key))
 
 
+def pairs_text(values: Mapping[str, Any] | None) -> str:
+    """``{"min_requests": 20.0, "window_s": 60}`` as ``min_requests 20, window_s 60`` (by key)."""
+    if not values:
+        return NONE
+    return ", ".join(f"{k} {v:g}" if isinstance(v, int | float) and not isinstance(v, bool) else f"{k} {v}"
+                     for k, v in sorted(values.items()))
+
+
 def compact_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str) if value else NONE
 
@@ -113,7 +121,7 @@ def _rollout_table(rollout: Mapping[str, Any]) -> Table:
             ("baseline", NONE if baseline is None else f"v{baseline}"),
             ("variants", weights_text(rollout.get("variants"))), ("sticky", _text(rollout.get("sticky"))),
             ("started", f"{when(rollout.get('started_at'))} by {_text(rollout.get('started_by'))}"),
-            ("updated", when(rollout.get("updated_at"))), ("thresholds", compact_json(rollout.get("thresholds"))))
+            ("updated", when(rollout.get("updated_at"))), ("thresholds", pairs_text(rollout.get("thresholds"))))
     for name, value in rows:
         table.add_row(name, escape(value))
     return table
@@ -130,17 +138,30 @@ def _metrics_table(versions: Mapping[str, Any]) -> Table:
     return table
 
 
-def _verdict_text(verdict: Mapping[str, Any]) -> Text:
+def _verdict_text(verdict: Mapping[str, Any]) -> list[RenderableType]:
+    """The verdict's decision and reason, then its numbers as a table (never raw JSON)."""
     decision = str(verdict.get("decision", "?"))
-    style = "red" if "rollback" in decision or "fail" in decision else "green" if decision == "pass" else "yellow"
+    style = "red" if "rollback" in decision or "fail" in decision else "green" if decision == "healthy" else "yellow"
     text = Text.assemble(("Last verdict: ", "bold"), (decision, f"bold {style}"),
                          f" — {_text(verdict.get('reason'))}")
     if "at" in verdict:
         text.append(f" (at {when(verdict['at'])})")
-    extra = {k: v for k, v in verdict.items() if k not in ("decision", "reason", "at")}
-    if extra:
-        text.append(f"  {compact_json(extra)}", style="dim")
-    return text
+    sides = [(name, verdict.get(name)) for name in ("baseline", "canary") if isinstance(verdict.get(name), Mapping)]
+    parts: list[RenderableType] = [text]
+    if sides:
+        table = Table(title="Verdict window")
+        for column in ("side", "version", "requests", "errors", "error rate", "p99 latency"):
+            table.add_column(column, justify="right")
+        for name, side in sides:
+            assert isinstance(side, Mapping)
+            table.add_row(name, f"v{_text(side.get('version'))}", _text(side.get("requests")),
+                          _text(side.get("errors")), _percent(side.get("error_rate")),
+                          _millis(side.get("p99_latency_s")))
+        parts.append(table)
+    thresholds = verdict.get("thresholds")
+    if isinstance(thresholds, Mapping) and thresholds:
+        parts.append(Text(f"thresholds: {pairs_text(thresholds)}", style="dim"))
+    return parts
 
 
 def status_renderables(status: Mapping[str, Any]) -> list[RenderableType]:
@@ -153,7 +174,7 @@ def status_renderables(status: Mapping[str, Any]) -> list[RenderableType]:
     versions = status.get("versions")
     parts.append(_metrics_table(versions) if versions else Text("no traffic metrics yet"))
     verdict = status.get("last_verdict")
-    parts.append(_verdict_text(verdict) if verdict else Text("no verdict yet"))
+    parts.extend(_verdict_text(verdict) if verdict else [Text("no verdict yet")])
     return parts
 
 

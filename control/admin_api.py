@@ -202,7 +202,8 @@ def status_json(plane: ControlPlane, model: str) -> dict[str, Any]:
     rollout = registry.active_rollout(model) or next(iter(registry.rollouts(model, limit=1)), None)
     live = sorted(alias.weights) if alias else []
     windows = plane.canary.windows(model, live)
-    verdict = plane.canary.verdicts.get(model)
+    judged = plane.canary.verdicts.get(model)
+    verdict = judged[1] if judged is not None and rollout is not None and judged[0] == rollout.id else None
     return {
         "model": model, "alias": alias_json(alias),
         "rollout": None if rollout is None else {**asdict(rollout), "status": rollout.status.value,

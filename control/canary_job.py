@@ -1,7 +1,7 @@
 """The canary analysis as an apscheduler job: every ``interval_s``, read the gateways' per-version
 metrics, judge each running canary against its baseline over the sliding window
 (``canary_analysis.judge``) and roll the candidate back on a breach, with the verdict's numbers
-in the audit log. The last verdict per model is kept for ``rollout status``. A run that finds an
+in the audit log. The last verdict per model is kept, with its rollout's id, for ``rollout status``. A run that finds an
 operator action in progress on the model skips it (the action holds the model's lock).
 """
 
@@ -29,7 +29,7 @@ ACTOR = "canary-analysis"
 class CanaryAnalysis:
     manager: RolloutManager
     history: MetricsHistory
-    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    verdicts: dict[str, tuple[int, Verdict]] = field(default_factory=dict)  # model -> (rollout id, verdict)
     _scheduler: BackgroundScheduler | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -70,7 +70,7 @@ class CanaryAnalysis:
         windows = self.windows(rollout.model, [rollout.baseline_version, candidate])
         verdict = judge(windows[rollout.baseline_version], windows[candidate],
                         Thresholds.from_dict(rollout.thresholds))
-        self.verdicts[rollout.model] = verdict
+        self.verdicts[rollout.model] = (rollout.id, verdict)
         if verdict.decision != "rollback":
             return
         lock = self.manager.lock(rollout.model)

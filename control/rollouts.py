@@ -194,8 +194,9 @@ class RolloutManager:
         started = time.monotonic()
         timings = self._shift_all(model, [*rollout.variants, keep], keep, rollout.sticky, actor, action, reason,
                                   {**details, "rollout_id": rollout.id})
+        final = {v: (100.0 if v == keep else 0.0) for v in {*rollout.variants, keep}}
         self.registry.update_rollout(rollout.id, actor=actor, action=f"{action}.done", status=status, reason=reason,
-                                     details={**details, **timings})
+                                     variants=final, details={**details, **timings})
         return {**timings, "total_s": time.monotonic() - started}
 
     def _shift_all(self, model: str, versions: Sequence[int], keep: int, sticky: str, actor: str, action: str,

@@ -29,10 +29,12 @@ class CanarySettings(StrictModel):
     min_requests: Annotated[int, Field(ge=1)] = 20
     max_error_rate_delta: Annotated[float, Field(ge=0, le=1)] = 0.05
     max_latency_ratio: Annotated[float, Field(gt=1)] = 2.0
+    min_latency_delta_s: Annotated[float, Field(ge=0, le=600)] = 0.05
 
     def thresholds(self) -> dict[str, float]:
         return {"min_requests": float(self.min_requests), "max_error_rate_delta": self.max_error_rate_delta,
-                "max_latency_ratio": self.max_latency_ratio, "window_s": self.window_s}
+                "max_latency_ratio": self.max_latency_ratio, "min_latency_delta_s": self.min_latency_delta_s,
+                "window_s": self.window_s}
 
 
 class ControlSettings(StrictModel):

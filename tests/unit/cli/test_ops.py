@@ -110,6 +110,16 @@ def test_status_renders_every_part_of_a_full_status() -> None:
     assert "continue" in text and "canary within thresholds" in text
 
 
+def test_a_verdict_with_numbers_renders_as_a_table_not_json() -> None:
+    side = {"version": 3, "requests": 120, "errors": 9, "error_rate": 0.075, "p99_latency_s": 0.4}
+    verdict = {"decision": "rollback", "reason": "error rate 7.5% vs baseline 0.0%",
+               "baseline": {**side, "version": 2, "errors": 0, "error_rate": 0.0}, "canary": side,
+               "thresholds": {"max_error_rate_delta": 0.05, "min_requests": 20}}
+    text = _render(*status_renderables({**FULL_STATUS, "last_verdict": verdict}))
+    assert "Verdict window" in text and "7.50%" in text and "400.0 ms" in text
+    assert "max_error_rate_delta 0.05" in text and "{" not in text
+
+
 def test_status_renders_nulls_and_missing_fields() -> None:
     text = _render(*status_renderables(EMPTY_STATUS))
     assert "no alias" in text and "no rollout" in text and "no verdict yet" in text
