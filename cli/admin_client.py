@@ -23,7 +23,7 @@ DEFAULT_CONTROL_URL = "http://127.0.0.1:8081"
 DEFAULT_TIMEOUT_S = 30.0
 LONG_TIMEOUT_S = 600.0
 ACTOR_HEADER = "X-Shunter-Actor"
-ROLLOUT_ACTIONS = ("promote", "pause", "resume", "rollback")
+ROLLOUT_ACTIONS = ("pause", "resume", "rollback")
 
 Sticky = Literal["request", "tenant"]
 
@@ -133,6 +133,11 @@ class AdminClient:
             raise ValueError(f"rollout action must be one of {', '.join(ROLLOUT_ACTIONS)}, got {action!r}")
         return self._call("POST", f"/admin/v1/rollouts/{_segment(model)}/{action}", body={"reason": reason},
                           long=True)
+
+    def promote(self, model: str, to: int | None = None, reason: str = "") -> dict[str, Any]:
+        """Finish the rollout: ``to`` (default the largest candidate) takes all traffic."""
+        return self._call("POST", f"/admin/v1/rollouts/{_segment(model)}/promote",
+                          body={"to": to, "reason": reason}, long=True)
 
     def undo(self, model: str, to: int | None = None, reason: str = "") -> dict[str, Any]:
         """Bring back the previous live version (or ``to``); waits for load, warmup and drain."""

@@ -284,13 +284,29 @@ def _action_command(action: str, summary: str) -> Callable[..., None]:
 
 
 _ACTION_SUMMARIES = {
-    "promote": "Finish the rollout: the candidate takes all of MODEL's traffic.",
     "pause": "Hold the rollout at its current weights.",
     "resume": "Continue a paused rollout.",
     "rollback": "Send all of MODEL's traffic back to the baseline version.",
 }
 for _action in ROLLOUT_ACTIONS:
     rollout_app.command(_action)(_action_command(_action, _ACTION_SUMMARIES[_action]))
+
+
+@rollout_app.command("promote")
+def rollout_promote(
+    model: ModelArg,
+    to: Annotated[int | None, typer.Option(min=1, help="the version that wins (an A/B test's winner; "
+                                                       "default: the candidate)")] = None,
+    reason: Reason = "",
+    control_url: ControlUrl = DEFAULT_CONTROL_URL,
+    state_dir: StateDir = StackPaths.state_dir,
+    actor: Actor = None,
+) -> None:
+    """Finish the rollout: the candidate (or --to N) takes all of MODEL's traffic; the others drain."""
+    with (operator_errors(), _client(state_dir, control_url, actor) as client,
+          console.status(f"promote {model}: moving traffic and draining…")):
+        result = client.promote(model, to, reason)
+    print_status(result)
 
 
 @rollout_app.command("undo")

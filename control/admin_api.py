@@ -235,6 +235,18 @@ def start_ab(model: str, body: AbBody, request: Request, actor: Actor) -> dict[s
     return {**status_json(plane, model), "timings": timings}
 
 
+class PromoteBody(_Body):
+    to: Annotated[int | None, Field(ge=1)] = None
+
+
+@router.post("/rollouts/{model}/promote")
+def promote(model: str, body: PromoteBody, request: Request, actor: Actor) -> dict[str, Any]:
+    """Finish the rollout: ``to`` (default the largest candidate) takes all traffic."""
+    plane = _plane(request)
+    timings = plane.rollouts.promote(known_model(plane, model), actor, body.reason, body.to)
+    return {**status_json(plane, model), "timings": timings}
+
+
 class UndoBody(_Body):
     to: Annotated[int | None, Field(ge=1)] = None
 
@@ -248,11 +260,10 @@ def undo(model: str, body: UndoBody, request: Request, actor: Actor) -> dict[str
 
 
 @router.post("/rollouts/{model}/{action}")
-def rollout_action(model: str, action: Literal["promote", "pause", "resume", "rollback"], body: _Body,
+def rollout_action(model: str, action: Literal["pause", "resume", "rollback"], body: _Body,
                    request: Request, actor: Actor) -> dict[str, Any]:
     plane = _plane(request)
-    act = {"promote": plane.rollouts.promote, "pause": plane.rollouts.pause,
-           "resume": plane.rollouts.resume, "rollback": plane.rollouts.rollback}[action]
+    act = {"pause": plane.rollouts.pause, "resume": plane.rollouts.resume, "rollback": plane.rollouts.rollback}[action]
     timings = act(known_model(plane, model), actor, body.reason)
     return {**status_json(plane, model), "timings": timings}
 

@@ -111,12 +111,18 @@ class RolloutManager:
             routing_s = self._await_routing(alias)
             return {"rollout_id": rollout.id, "deploy_s": deploy_s, "routing_applied_s": routing_s}
 
-    def promote(self, model: str, actor: str, reason: str = "") -> dict[str, Any]:
+    def promote(self, model: str, actor: str, reason: str = "", to: int | None = None) -> dict[str, Any]:
+        """All traffic to ``to`` (an A/B test's winner, any of its variants) or, by default, the
+        candidate with the largest weight; the other versions drain and unload."""
         with self.lock(model):
             rollout = self._active(model)
-            winner = max((v for v in rollout.variants if v != rollout.baseline_version),
-                         key=lambda v: rollout.variants[v])
-            return self._settle(model, rollout, winner, RolloutStatus.PROMOTED, "rollout.promote", actor, reason, {})
+            if to is not None and to not in rollout.variants:
+                raise RolloutError("not_in_rollout", f"v{to} is not one of rollout {rollout.id}'s versions "
+                                                     f"({', '.join(f'v{v}' for v in sorted(rollout.variants))})", 422)
+            winner = to if to is not None else max((v for v in rollout.variants if v != rollout.baseline_version),
+                                                    key=lambda v: rollout.variants[v])
+            return self._settle(model, rollout, winner, RolloutStatus.PROMOTED, "rollout.promote", actor, reason,
+                                {"winner": winner})
 
     def rollback(self, model: str, actor: str, reason: str = "",
                  details: Mapping[str, Any] | None = None, failed: bool = False) -> dict[str, Any]:

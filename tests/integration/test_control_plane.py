@@ -346,8 +346,12 @@ def test_an_ab_test_sticky_to_tenant_shows_each_tenant_one_variant(control_stack
     per_variant = _wait_for(lambda: control_stack.status("embed"),
                             lambda s: sum(v["requests"] for v in s["versions"].values()) > 0, 10)["versions"]
     assert set(per_variant) == {"2", "7"}
-    ended = control_stack.admin.post("/admin/v1/rollouts/embed/rollback", json={"reason": "ab test over"})
+    wrong = control_stack.admin.post("/admin/v1/rollouts/embed/promote", json={"to": 5})
+    assert wrong.status_code == 422 and wrong.json()["error"]["code"] == "not_in_rollout"
+    ended = control_stack.admin.post("/admin/v1/rollouts/embed/promote", json={"to": 2, "reason": "v2 won"})
     assert ended.status_code == 200 and ended.json()["alias"]["weights"] == {"2": 100.0}
+    assert ended.json()["rollout"]["status"] == "promoted"
+    assert ended.json()["rollout"]["variants"] == {"2": 100.0, "7": 0.0}  # its final weights, not the split
 
 
 def test_rollout_undo_brings_back_the_version_live_before_the_promote_without_failing_a_request(

@@ -248,17 +248,17 @@ def test_client_raises_the_documented_error_body(control: FakeControl) -> None:
 def test_client_sends_token_actor_and_json(control: FakeControl) -> None:
     with AdminClient(control.url + "/", "tok", "ana@box") as client:
         assert client.rollout_status("chat") == FULL_STATUS
-        assert client.rollout_action("chat", "promote", "looks good")["model"] == "chat"
+        assert client.promote("chat", 3, "looks good")["model"] == "chat"
         assert client.audit("chat", limit=5) == []
     status, action, audit = control.requests[-3:]
     assert status["headers"]["authorization"] == "Bearer tok"
     assert status["headers"]["x-shunter-actor"] == "ana@box"
-    assert (action["path"], action["body"]) == ("/admin/v1/rollouts/chat/promote", '{"reason":"looks good"}')
+    assert (action["path"], action["body"]) == ("/admin/v1/rollouts/chat/promote", '{"to":3,"reason":"looks good"}')
     assert audit["query"] == {"subject": "chat", "limit": "5"}
 
 
 def test_client_refuses_unknown_rollout_actions(control: FakeControl) -> None:
-    with AdminClient(control.url, "tok", "a") as client, pytest.raises(ValueError, match="promote"):
+    with AdminClient(control.url, "tok", "a") as client, pytest.raises(ValueError, match="rollback"):
         client.rollout_action("chat", "delete")
 
 
