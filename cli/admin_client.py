@@ -110,6 +110,13 @@ class AdminClient:
     def versions(self, model: str) -> list[dict[str, Any]]:
         return self._call("GET", f"/admin/v1/models/{_segment(model)}/versions")
 
+    def delete_version(self, model: str, version: int, reason: str = "") -> dict[str, Any]:
+        return self._call("DELETE", f"/admin/v1/models/{_segment(model)}/versions/{_segment(version)}",
+                          params={"reason": reason})
+
+    def prune(self, dry_run: bool, reason: str = "") -> dict[str, Any]:
+        return self._call("POST", "/admin/v1/prune", body={"dry_run": dry_run, "reason": reason}, long=True)
+
     def register_version(self, model: str, version: int, artifact_uri: str, requirements: Mapping[str, Any],
                          reason: str = "") -> dict[str, Any]:
         """Register an uploaded artifact; control downloads and verifies it first (hence the long timeout)."""

@@ -27,7 +27,15 @@ from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
 from cli.admin_client import DEFAULT_CONTROL_URL, ROLLOUT_ACTIONS, AdminApiError, AdminClient
-from cli.tables import audit_table, keys_table, models_table, output_console, status_renderables, version_table
+from cli.tables import (
+    audit_table,
+    keys_table,
+    models_table,
+    output_console,
+    prune_table,
+    status_renderables,
+    version_table,
+)
 from control.errors import ControlError
 from settings.control import load_control_settings
 from settings.paths import StackPaths, admin_token
@@ -251,6 +259,42 @@ def models_list(json_output: JsonOutput = False, control_url: ControlUrl = DEFAU
         console.print_json(data=models)
         return
     console.print(models_table(models))
+
+
+@models_app.command("delete")
+def models_delete(
+    model: ModelArg,
+    version: Annotated[int, typer.Argument(min=1, help="a version that never served")],
+    reason: Reason = "",
+    control_url: ControlUrl = DEFAULT_CONTROL_URL,
+    state_dir: StateDir = StackPaths.state_dir,
+    actor: Actor = None,
+) -> None:
+    """Delete a version that never served: its record, stored artifact and verified copy."""
+    with operator_errors(), _client(state_dir, control_url, actor) as client:
+        freed = client.delete_version(model, version, reason)
+    console.print(f"deleted {escape(model)} v{version}: stored artifact "
+                  f"{'deleted' if freed['store_deleted'] else 'kept (stored elsewhere)'}, "
+                  f"{freed['verified_bytes'] / 1e6:.1f} MB of verified copy freed")
+
+
+@models_app.command("prune")
+def models_prune(
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="only say what would be deleted")] = False,
+    json_output: JsonOutput = False,
+    reason: Reason = "",
+    control_url: ControlUrl = DEFAULT_CONTROL_URL,
+    state_dir: StateDir = StackPaths.state_dir,
+    actor: Actor = None,
+) -> None:
+    """Delete the stored artifacts and verified copies of retired and failed versions (their
+    records stay), keeping the version `rollout undo` would bring back."""
+    with operator_errors(), _client(state_dir, control_url, actor) as client:
+        result = client.prune(dry_run, reason)
+    if json_output:
+        console.print_json(data=result)
+        return
+    console.print(prune_table(result))
 
 
 @rollout_app.command("start")

@@ -200,3 +200,19 @@ def keys_table(keys: Sequence[Mapping[str, Any]]) -> Table:
         name = escape(_text(key.get("name"))) + (" (control build key)" if key.get("control_build_key") else "")
         table.add_row(name, _text(key.get("key_id")), escape(_text(key.get("file"))))
     return table
+
+
+def prune_table(result: Mapping[str, Any]) -> Table:
+    """``POST /admin/v1/prune``: what was (or would be) deleted, and the space freed."""
+    verb = "would free" if result.get("dry_run") else "freed"
+    total = float(result.get("verified_bytes") or 0)
+    table = Table(title=f"Prune: {verb} {total / 1e6:.1f} MB of verified copies")
+    for column in ("model", "version", "stored artifact", "verified copy"):
+        table.add_column(column)
+    for item in result.get("freed") or ():
+        version = item.get("version")
+        table.add_row(escape(_text(item.get("model"))) if item.get("model") else "(no version)",
+                      NONE if version is None else f"v{version}",
+                      "deleted" if item.get("store_deleted") else NONE,
+                      f"{float(item.get('verified_bytes') or 0) / 1e6:.1f} MB")
+    return table

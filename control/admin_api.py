@@ -24,6 +24,7 @@ from control.control_plane import ControlPlane
 from control.deployer import DeployError
 from control.errors import ControlError
 from control.gateway_probe import GatewayProbeError
+from control.housekeeping import HousekeepingError, delete_unserved, prune
 from control.integrity import IntegrityError
 from control.registry import (
     AliasRecord,
@@ -90,7 +91,7 @@ def error_response(exc: ControlError) -> JSONResponse:
 def error_status(exc: ControlError) -> tuple[int, str]:
     """The one mapping of the control plane's errors (``control/errors.py``) to (HTTP status, code)."""
     match exc:
-        case ControlApiError() | RolloutError():
+        case ControlApiError() | RolloutError() | HousekeepingError():
             return exc.status, exc.code
         case IntegrityError() | DeployError():
             return 422, exc.code
@@ -127,12 +128,17 @@ def version_json(record: VersionRecord, state_reason: str | None = None) -> dict
 
 
 def state_reasons(plane: ControlPlane, model: str) -> dict[int, str]:
-    """Why each version of ``model`` is in its state: the reason of its newest ``version.state`` audit entry."""
+    """Why each version of ``model`` is in its state: the reason of its newest ``version.state``
+    audit entry, or that it was pruned after it."""
     reasons: dict[int, str] = {}
-    for entry in plane.registry.audit_log(subject=model, action_prefix="version.state", limit=1000):
+    for entry in plane.registry.audit_log(subject=model, action_prefix="version.", limit=1000):
         version = (entry.details or {}).get("version")
-        if isinstance(version, int) and version not in reasons:
+        if not isinstance(version, int) or version in reasons:
+            continue
+        if entry.action == "version.state":
             reasons[version] = entry.reason
+        elif entry.action == "version.pruned":
+            reasons[version] = "pruned (artifact deleted)" + (f": {entry.reason}" if entry.reason else "")
     return reasons
 
 
@@ -188,6 +194,25 @@ def register_version(model: str, body: RegisterBody, request: Request, actor: Ac
     reason = f"manifest {verified.digest[:12]}… and signature by key {verified.signer_key_id} checked at registration"
     record = plane.registry.set_version_state(model, body.version, VersionState.VERIFIED, actor, reason)
     return version_json(record, reason)
+
+
+@router.delete("/models/{model}/versions/{version}")
+def delete_version(model: str, version: int, request: Request, actor: Actor, reason: str = "") -> dict[str, Any]:
+    """Delete a version that never served (record, stored artifact, verified copy)."""
+    plane = _plane(request)
+    return delete_unserved(plane, known_model(plane, model), version, actor, reason[:500]).as_dict()
+
+
+class PruneBody(_Body):
+    dry_run: bool = False
+
+
+@router.post("/prune")
+def prune_versions(body: PruneBody, request: Request, actor: Actor) -> dict[str, Any]:
+    """Free the space of retired and failed versions; ``dry_run`` only says what would go."""
+    freed = prune(_plane(request), actor, body.reason, body.dry_run)
+    return {"dry_run": body.dry_run, "freed": [f.as_dict() for f in freed],
+            "verified_bytes": sum(f.verified_bytes for f in freed)}
 
 
 @router.get("/models/{model}/versions")

@@ -169,7 +169,7 @@ class RolloutManager:
             if self.registry.active_rollout(model) is not None:
                 raise RolloutError("rollout_active", f"model {model} has an active rollout; roll it back instead")
             live = self._baseline(model)
-            target = self._previous(model, live) if to is None else to
+            target = self.previous_version(model, live) if to is None else to
             if target == live:
                 raise RolloutError("same_version", f"version {target} of {model} is already live")
             alias = self.registry.alias(model)
@@ -184,7 +184,7 @@ class RolloutManager:
                                       {"from": live, "to": target})
             return {**timings, "from": live, "to": target, "total_s": time.monotonic() - started}
 
-    def _previous(self, model: str, live: int) -> int:
+    def previous_version(self, model: str, live: int) -> int:
         """The baseline of the newest promoted rollout that made ``live`` the live version."""
         for rollout in self.registry.rollouts(model, limit=100):
             if (rollout.status is RolloutStatus.PROMOTED and rollout.baseline_version not in (None, live)

@@ -94,6 +94,22 @@ class VerifiedCopies:
             return self.root / digest
         return self.fetch(record.artifact_uri, record.model, record.version, digest).path
 
+    def digests(self) -> set[str]:
+        """The manifest digests that have a copy here."""
+        if not self.root.is_dir():
+            return set()
+        return {p.name for p in self.root.iterdir() if p.is_dir() and _DIGEST.match(p.name)}
+
+    def remove(self, digest: str) -> int:
+        """Delete the copy of ``digest`` (renamed aside first, so it is whole or absent); the bytes freed."""
+        if not _DIGEST.match(digest) or not (self.root / digest).is_dir():
+            return 0
+        doomed = Path(tempfile.mkdtemp(prefix=".remove-", dir=self.root))
+        os.rename(self.root / digest, doomed / digest)
+        freed = sum(p.stat().st_size for p in doomed.rglob("*") if p.is_file())
+        shutil.rmtree(doomed, ignore_errors=True)
+        return freed
+
     @staticmethod
     def _holds(path: Path, digest: str) -> bool:
         """Whether ``path`` is a copy whose manifest has ``digest`` (the manifest alone is read)."""

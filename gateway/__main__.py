@@ -47,8 +47,11 @@ def main(
 ) -> None:
     app = create_app(StackPaths(config_dir=config_dir.resolve(), state_dir=state_dir.resolve()), policy=policy,
                      control_url=control_url)
+    # Keep-alive longer than the idle timeout of the load balancers in front (60 s for most): a
+    # server that closes an idle connection first races the client's next request on it, which
+    # then fails with a reset (seen at uvicorn's default of 5 s under load).
     config = uvicorn.Config(app, log_level="warning", access_log=False, loop="uvloop", http="httptools",
-                            timeout_graceful_shutdown=10)
+                            timeout_graceful_shutdown=10, timeout_keep_alive=75)
     sockets = [reuse_port_socket(host, port)]
     if direct_port is not None:
         sockets.append(reuse_port_socket("127.0.0.1", direct_port))

@@ -143,6 +143,22 @@ class Registry:
         with self._read() as session:
             return list(session.scalars(select(ModelRow.name).order_by(ModelRow.name)))
 
+    def delete_version(self, model: str, version: int, actor: str, reason: str = "") -> None:
+        """Remove a version's record (audit ``version.delete``); RegistryConflictError while the
+        alias or an active rollout names it, RegistryNotFoundError if it is not registered."""
+        with self._write.begin() as session:
+            row = q.version_row(session, model, version, lock=True)
+            if row is None:
+                raise RegistryNotFoundError(f"version {version} of model {model!r} is not registered")
+            alias = session.get(AliasRow, model)
+            rollout = q.active_rollout_row(session, model)
+            if (alias is not None and str(version) in alias.weights) or (
+                    rollout is not None and str(version) in rollout.variants):
+                raise RegistryConflictError(f"{model} v{version} is live or in a rollout; it cannot be deleted")
+            recorded = q.merge(None, version=version, state=row.state, artifact_uri=row.artifact_uri)
+            session.delete(row)
+            q.append_audit(session, self._clock(), q.text("actor", actor), "version.delete", model, reason, recorded)
+
     def set_version_state(
         self,
         model: str,
