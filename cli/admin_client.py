@@ -25,7 +25,7 @@ LONG_TIMEOUT_S = 600.0
 ACTOR_HEADER = "X-Shunter-Actor"
 ROLLOUT_ACTIONS = ("pause", "resume", "rollback")
 
-Sticky = Literal["request", "tenant"]
+Sticky = Literal["request", "tenant", "user"]
 
 
 class AdminApiError(Exception):

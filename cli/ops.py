@@ -61,6 +61,7 @@ _VARIANT = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*$")
 class StickyMode(StrEnum):
     REQUEST = "request"
     TENANT = "tenant"
+    USER = "user"  # the end user named by the x-shunter-user request header (else the tenant)
 
 
 ConfigDir = Annotated[Path, typer.Option(help="folder with pools.yaml, models.yaml, control.yaml")]

@@ -127,6 +127,20 @@ def _rollout_table(rollout: Mapping[str, Any]) -> Table:
     return table
 
 
+def _tenant_table(tenants: Mapping[str, Any]) -> Table:
+    """Which version each tenant sits on under a split sticky to tenants."""
+    by_version: dict[str, list[str]] = {}
+    for tenant, version in sorted(tenants.items()):
+        by_version.setdefault(str(version), []).append(tenant)
+    table = Table(title="Tenants per version (sticky to tenant)")
+    table.add_column("version", justify="right")
+    table.add_column("tenants", justify="right")
+    table.add_column("who", overflow="fold")
+    for version, names in sorted(by_version.items(), key=_version_key):
+        table.add_row(f"v{version}", f"{len(names)} of {len(tenants)}", escape(", ".join(names)))
+    return table
+
+
 def _metrics_table(versions: Mapping[str, Any]) -> Table:
     table = Table(title="Per-version metrics (analysis window)")
     for column in ("version", "requests", "errors", "error rate", "p99 latency"):
@@ -171,6 +185,9 @@ def status_renderables(status: Mapping[str, Any]) -> list[RenderableType]:
     alias, rollout = status.get("alias"), status.get("rollout")
     parts.append(_alias_table(alias) if alias else Text("no alias: the model serves its configured version"))
     parts.append(_rollout_table(rollout) if rollout else Text("no rollout"))
+    tenants = status.get("tenant_versions")
+    if tenants:
+        parts.append(_tenant_table(tenants))
     versions = status.get("versions")
     parts.append(_metrics_table(versions) if versions else Text("no traffic metrics yet"))
     verdict = status.get("last_verdict")

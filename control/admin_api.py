@@ -36,6 +36,9 @@ from control.registry import (
     VersionState,
 )
 from control.rollouts import RolloutError
+from scheduling.traffic_split import StickyTo, TrafficSplit
+from settings.stack import ConfigError
+from settings.tenants import load_tenants
 
 router = APIRouter(prefix="/admin/v1")
 Actor = Annotated[str, Header(alias="X-Shunter-Actor", max_length=200)]
@@ -65,12 +68,12 @@ class RegisterBody(_Body):
 class CanaryBody(_Body):
     to: Annotated[int, Field(ge=1)]
     percent: Annotated[float, Field(gt=0, lt=100)]
-    sticky: Literal["request", "tenant"] = "request"
+    sticky: Literal["request", "tenant", "user"] = "request"
 
 
 class AbBody(_Body):
     variants: dict[int, Annotated[float, Field(ge=0, le=100)]]
-    sticky: Literal["request", "tenant"] = "tenant"
+    sticky: Literal["request", "tenant", "user"] = "tenant"
 
 
 class ControlApiError(ControlError):
@@ -221,6 +224,20 @@ def versions(model: str, request: Request) -> list[dict[str, Any]]:
     return versions_json(plane, known_model(plane, model))
 
 
+def tenant_versions(plane: ControlPlane, alias: AliasRecord | None) -> dict[str, int] | None:
+    """Under a split sticky to tenants, the version each configured tenant lands on (the gateways'
+    own ``TrafficSplit``, so it is exactly where their requests go); None for other splits. With
+    few tenants the share of tenants can be far from the weights: this shows it."""
+    if alias is None or alias.sticky != StickyTo.TENANT.value or len([w for w in alias.weights.values() if w]) < 2:
+        return None
+    split = TrafficSplit(alias.model, alias.weights, StickyTo.TENANT)
+    try:
+        tenants = load_tenants(plane.paths.tenants_file).tenants
+    except ConfigError:
+        return None
+    return {tenant.name: split.choose("", tenant.name) for tenant in tenants}
+
+
 def status_json(plane: ControlPlane, model: str) -> dict[str, Any]:
     registry = plane.registry
     alias = registry.alias(model)
@@ -230,7 +247,7 @@ def status_json(plane: ControlPlane, model: str) -> dict[str, Any]:
     judged = plane.canary.verdicts.get(model)
     verdict = judged[1] if judged is not None and rollout is not None and judged[0] == rollout.id else None
     return {
-        "model": model, "alias": alias_json(alias),
+        "model": model, "alias": alias_json(alias), "tenant_versions": tenant_versions(plane, alias),
         "rollout": None if rollout is None else {**asdict(rollout), "status": rollout.status.value,
                                                  "variants": {str(v): w for v, w in rollout.variants.items()}},
         "versions": {str(v): {"requests": w.requests, "errors": w.errors, "error_rate": w.error_rate,

@@ -36,13 +36,23 @@ def _http(address: WorkerAddress, timeout_s: float) -> httpclient.InferenceServe
                                             connection_timeout=timeout_s, network_timeout=timeout_s)
 
 
+def without_traceback(message: str) -> str:
+    """Triton's error text without the Python traceback a python-backend model appends to it
+    (``"...\n\nAt:\n  file(line): function..."``): the operator reads the cause, the worker log keeps
+    the traceback."""
+    cause = message.split("\n\nAt:\n", 1)[0].strip()
+    return " ".join(cause.split())
+
+
 def load(address: WorkerAddress, model: str, timeout_s: float) -> None:
     """(Re)load ``model`` on the worker from the repository; raise TritonControlError on failure."""
     client = _http(address, timeout_s)
     try:
         client.load_model(model)
     except InferenceServerException as exc:
-        raise TritonControlError(f"worker {address.name}: loading {model} failed: {exc.message()}") from exc
+        cause = without_traceback(exc.message() or str(exc))
+        raise TritonControlError(f"worker {address.name}: loading {model} failed: {cause} "
+                                 "(the traceback is in the worker's log)") from exc
     finally:
         client.close()
 

@@ -29,6 +29,8 @@ from gateway.outcomes import CANCELLED, COMPLETED, Ending
 from scheduling.outcomes import Dispatch, Outcome
 
 REQUEST_ID_HEADER = b"x-request-id"
+USER_HEADER = b"x-shunter-user"  # the end user a request is for: what A/B tests sticky to users follow
+_MAX_USER_CHARS = 256
 _MAX_IDEMPOTENCY_KEY_CHARS = 255
 _SCOPE_KEY = "shunter"
 _UNOBSERVED_PATHS = ("/metrics", "/healthz", "/readyz")
@@ -47,6 +49,7 @@ class RequestContext:
     ending: Ending | None = None  # set on failure (and by streams); None means "by HTTP status"
     ttft_s: float | None = None  # time to first token, for streamed generations
     cache: str | None = None  # "hit" | "partial" | "miss" where the model has a response cache
+    user: str | None = None  # the x-shunter-user header, when present and well formed
 
     @property
     def served(self) -> bool:
@@ -72,6 +75,15 @@ def idempotency_key(scope: Scope) -> str | None:
             if 0 < len(text) <= _MAX_IDEMPOTENCY_KEY_CHARS and text.isascii() and text.isprintable():
                 return text
             return ""
+    return None
+
+
+def end_user(scope: Scope) -> str | None:
+    """The request's ``x-shunter-user`` header (visible ASCII, at most 256 characters), else None."""
+    for name, value in scope.get("headers", ()):
+        if name == USER_HEADER:
+            text = value.decode("latin-1")
+            return text if 0 < len(text) <= _MAX_USER_CHARS and text.isascii() and text.isprintable() else None
     return None
 
 
@@ -102,7 +114,7 @@ class RequestContextMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        context = RequestContext(new_request_id())
+        context = RequestContext(new_request_id(), user=end_user(scope))
         scope.setdefault("state", {})[_SCOPE_KEY] = context
         started = time.perf_counter()
         status = 500

@@ -38,8 +38,8 @@ class RoutingTable:
     def from_config(cls, config: StackConfig) -> RoutingTable:
         return cls({m.name: TrafficSplit(m.name, {m.version: 100.0}) for m in config.models})
 
-    def choose(self, model: str, request_id: str, tenant: str) -> int:
-        return self.splits[model].choose(request_id, tenant)
+    def choose(self, model: str, request_id: str, tenant: str, user: str | None = None) -> int:
+        return self.splits[model].choose(request_id, tenant, user)
 
     def live_versions(self) -> dict[str, frozenset[int]]:
         """Model -> every live version (the ones workers must have READY), weight 0 included."""
@@ -56,7 +56,7 @@ class RoutingTable:
 def version_for(table: RoutingTable, context: RequestContext, tenant: Tenant, model: str) -> int:
     """The version serving this request, chosen on first call and then remembered in its context."""
     if context.model_version is None:
-        context.model_version = table.choose(model, context.request_id, tenant.name)
+        context.model_version = table.choose(model, context.request_id, tenant.name, context.user)
     return context.model_version
 
 

@@ -1,8 +1,10 @@
 """Which version of a model serves a request: weighted, deterministic traffic splitting.
 
 A ``TrafficSplit`` is an alias's live versions and their weights in percent (summing to 100), plus
-what the split is sticky to. ``choose(request_id, tenant)`` hashes the sticky key (the request id,
-or the tenant name for A/B tests that must show each tenant one variant) with SHA-256 into a
+what the split is sticky to. ``choose(request_id, tenant, user)`` hashes the sticky key (the request
+id; the tenant name for A/B tests that must show each tenant one variant; or the end user the
+client names, for A/B tests across one tenant's users, falling back to the tenant when a request
+names none) with SHA-256 into a
 point in [0, 100) and walks the versions in ascending order, so the same key always lands on
 the same version for the same weights, and moving weight from one version to another moves only
 the keys in the slice that changed hands. The observed share over many distinct keys converges
@@ -23,6 +25,7 @@ _HASH_SPACE = float(1 << 64)
 class StickyTo(StrEnum):
     REQUEST = "request"
     TENANT = "tenant"
+    USER = "user"
 
 
 @dataclass(frozen=True)
@@ -56,11 +59,17 @@ class TrafficSplit:
         """Every live version, including those at weight 0."""
         return frozenset(self.weights)
 
-    def choose(self, request_id: str, tenant: str) -> int:
+    def choose(self, request_id: str, tenant: str, user: str | None = None) -> int:
         """The version that serves this request."""
         if len(self._cumulative) == 1:
             return self._cumulative[0][1]
-        key = tenant if self.sticky is StickyTo.TENANT else request_id
+        match self.sticky:
+            case StickyTo.TENANT:
+                key = tenant
+            case StickyTo.USER:
+                key = f"{tenant}\x00{user}" if user else tenant
+            case _:
+                key = request_id
         point = split_point(f"{self.model}\x00{key}")
         for bound, version in self._cumulative:
             if point < bound:

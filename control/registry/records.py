@@ -14,7 +14,7 @@ from enum import StrEnum
 
 from control.registry.errors import RegistryValidationError
 
-STICKY_MODES = ("request", "tenant")
+STICKY_MODES = ("request", "tenant", "user")
 ROLLOUT_KINDS = ("canary", "ab")
 WEIGHT_SUM_PERCENT = 100.0
 WEIGHT_TOLERANCE = 1e-6
@@ -71,7 +71,7 @@ def validate_weights(weights: Mapping[int, float]) -> dict[int, float]:
 
 
 def validate_sticky(sticky: str) -> str:
-    """Return ``sticky`` if it is ``"request"`` or ``"tenant"``, else raise RegistryValidationError."""
+    """Return ``sticky`` if it is one of ``STICKY_MODES``, else raise RegistryValidationError."""
     if sticky not in STICKY_MODES:
         raise RegistryValidationError(f"sticky must be one of {', '.join(STICKY_MODES)}, got {sticky!r}")
     return sticky

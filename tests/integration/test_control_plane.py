@@ -249,6 +249,8 @@ def test_a_version_that_fails_to_load_is_refused_and_the_previous_versions_keep_
     assert control_stack.push(broken, "embed", 6, tmp_path).status_code == 201
     refused = control_stack.admin.post("/admin/v1/rollouts/embed/canary", json={"to": 6, "percent": 10})
     assert refused.status_code == 422 and refused.json()["error"]["code"] == "load", refused.text
+    message = refused.json()["error"]["message"]
+    assert "Protobuf parsing failed" in message and "At:" not in message and ".py(" not in message  # no traceback
     assert control_stack.status("embed")["alias"]["weights"] == {"2": 100.0}
     results = _embed_many(control_stack.gateway_url, [f"after a failed load {i}" for i in range(100)])
     assert {(s, v) for s, v in results} == {(200, "2")}
@@ -343,6 +345,9 @@ def test_an_ab_test_sticky_to_tenant_shows_each_tenant_one_variant(control_stack
                 assert response.status_code == 200, response.text
                 seen.setdefault(tier, set()).add(response.headers["x-shunter-model-version"])
     assert all(len(versions) == 1 for versions in seen.values()), seen
+    placed = control_stack.status("embed")["tenant_versions"]  # what the gateways' split does, per tenant
+    assert {str(placed[f"demo-{tier}"]) for tier in KEYS} == set().union(*seen.values())
+    assert all({str(placed[f"demo-{tier}"])} == seen[tier] for tier in KEYS), (placed, seen)
     per_variant = _wait_for(lambda: control_stack.status("embed"),
                             lambda s: sum(v["requests"] for v in s["versions"].values()) > 0, 10)["versions"]
     assert set(per_variant) == {"2", "7"}

@@ -110,6 +110,12 @@ def test_status_renders_every_part_of_a_full_status() -> None:
     assert "continue" in text and "canary within thresholds" in text
 
 
+def test_a_split_sticky_to_tenants_shows_which_tenants_sit_on_which_version() -> None:
+    tenants = {"acme": 2, "globex": 2, "initech": 2}
+    text = _render(*status_renderables({**FULL_STATUS, "tenant_versions": tenants}))
+    assert "Tenants per version" in text and "3 of 3" in text and "acme, globex, initech" in text
+
+
 def test_a_verdict_with_numbers_renders_as_a_table_not_json() -> None:
     side = {"version": 3, "requests": 120, "errors": 9, "error_rate": 0.075, "p99_latency_s": 0.4}
     verdict = {"decision": "rollback", "reason": "error rate 7.5% vs baseline 0.0%",

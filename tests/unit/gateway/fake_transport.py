@@ -58,6 +58,7 @@ class FakeTransport:
     chunks: list[TextChunk | GatewayError] = field(default_factory=list)
     fail_with: GatewayError | None = None
     ready: bool = True
+    extra_versions: dict[str, frozenset[int]] = field(default_factory=dict)  # loaded beside the configured one
     row_calls: list[RowCall] = field(default_factory=list)
     tensor_calls: list[tuple[str, str, int]] = field(default_factory=list)
     generations: list[Generation] = field(default_factory=list)
@@ -87,7 +88,8 @@ class FakeTransport:
     def _ready_versions(self, address: WorkerAddress) -> dict[str, frozenset[int]]:
         if not self.ready:
             return {}
-        versions = {m.name: frozenset({m.version}) for m in self.config.models}
+        versions = {m.name: frozenset({m.version}) | self.extra_versions.get(m.name, frozenset())
+                    for m in self.config.models}
         return {model: versions[model] for model in address.models}
 
     def views(self, profiles: Mapping[str, CapacityProfile]) -> list[WorkerView]:

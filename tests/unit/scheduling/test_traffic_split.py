@@ -31,6 +31,16 @@ def test_sticky_to_tenant_gives_each_tenant_one_variant() -> None:
     assert {split.choose("r", f"tenant-{i}") for i in range(100)} == {2, 3}
 
 
+def test_sticky_to_user_keeps_each_end_user_on_one_variant_and_spreads_one_tenants_users() -> None:
+    split = TrafficSplit("m", {2: 50.0, 3: 50.0}, StickyTo.USER)
+    for user in ("u1", "u2", "u3"):
+        assert len({split.choose(f"req_{i}", "acme", user) for i in range(200)}) == 1
+    chosen = [split.choose("r", "acme", f"user-{i}") for i in range(4000)]
+    assert abs(chosen.count(3) / len(chosen) - 0.5) < 0.03  # one tenant's users split by the weights
+    no_user = {split.choose(f"req_{i}", "acme", None) for i in range(200)}
+    assert no_user == {TrafficSplit("m", {2: 50.0, 3: 50.0}, StickyTo.TENANT).choose("r", "acme")}
+
+
 def test_a_zero_weight_version_is_live_but_gets_no_traffic() -> None:
     split = TrafficSplit("m", {2: 100.0, 3: 0.0})
     assert split.versions == {2, 3}

@@ -10,6 +10,7 @@ import pytest
 
 from gateway.errors import UnavailableError, UpstreamError
 from gateway.transport.protocol import TextChunk
+from scheduling.traffic_split import StickyTo, TrafficSplit
 from tests.unit.gateway.conftest import BATCH, PREMIUM, STANDARD, InProcessGateway
 from tests.unit.gateway.fake_transport import fake_vector
 
@@ -164,3 +165,24 @@ async def test_the_model_list_names_each_served_model_with_its_kind_and_versions
     models = {m["id"]: m for m in response.json()["data"]}
     assert set(models) == {"chat", "embed", "rerank", "vision", "tabular"}
     assert models["embed"]["kind"] == "embedding" and models["chat"]["versions"] == [1]
+
+
+async def test_an_ab_split_sticky_to_users_follows_the_x_shunter_user_header(gw: InProcessGateway) -> None:
+    gw.workers.extra_versions["embed"] = frozenset({2})
+    gw.gateway.routing.replace(1, {"embed": TrafficSplit("embed", {1: 50.0, 2: 50.0}, StickyTo.USER)})
+    await gw.workers.refresh()
+
+    async def versions_of(user: str | None) -> set[str]:
+        seen = set()
+        for i in range(12):
+            headers = {**STANDARD, **({"x-shunter-user": user} if user else {})}
+            response = await gw.client.post("/v1/embeddings", headers=headers,
+                                            json={"model": "embed", "input": [f"{user} {i}"]})
+            assert response.status_code == 200
+            seen.add(response.headers["x-shunter-model-version"])
+        return seen
+
+    per_user = [await versions_of(f"user-{n}") for n in range(8)]
+    assert all(len(seen) == 1 for seen in per_user)  # each end user stays on one version
+    assert set().union(*per_user) == {"1", "2"}  # and the tenant's users are split
+    assert len(await versions_of(None)) == 1  # without the header: sticky to the tenant
