@@ -43,13 +43,18 @@ class _Wire(BaseModel):
 
 
 class ReplicaWire(_Wire):
-    """One replica slot of a pool: its state and the models it serves (loaded when ready)."""
+    """One replica slot of a pool: its state and the models loaded and warmed on it.
+
+    A model is added to ``models`` only once it is loaded and warmed, and removed before it is
+    unloaded (scale-to-zero, or fewer replicas of one model while the process serves others), so
+    a gateway places a request for model ``m`` on this replica only while ``state`` is ``ready``
+    and ``m`` is in ``models``."""
 
     pool: str
     index: Annotated[int, Field(ge=0)]
     name: str  # "<pool>-<index>", as settings.workers.WorkerAddress.name
     state: ReplicaState
-    models: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()  # the models loaded AND warmed on it: it takes work for these only
     since_s: Annotated[float, Field(ge=0)] = 0.0  # seconds the replica has been in ``state``
 
     @property
@@ -66,6 +71,11 @@ class ReplicasDocument(_Wire):
     def ready(self, pool: str, index: int) -> bool:
         """Whether replica ``index`` of ``pool`` may take new work (False when it is not listed)."""
         return any(r.pool == pool and r.index == index and r.takes_work for r in self.replicas)
+
+    def serves(self, pool: str, index: int, model: str) -> bool:
+        """Whether replica ``index`` of ``pool`` may take new work for ``model`` now."""
+        return any(r.pool == pool and r.index == index and r.takes_work and model in r.models
+                   for r in self.replicas)
 
     def ready_models(self) -> dict[str, set[str]]:
         """The names of the ready replicas serving each model."""

@@ -26,6 +26,9 @@ def test_only_ready_replicas_take_work() -> None:
     assert not doc.ready("cpu", 2)
     assert not doc.ready("cpu", 7)
     assert doc.ready_models() == {"embed": {"cpu-0"}}
+    assert doc.serves("cpu", 0, "embed")
+    assert not doc.serves("cpu", 0, "vision")
+    assert not doc.serves("cpu", 1, "embed")
 
 
 def test_round_trips_through_json() -> None:
