@@ -30,6 +30,7 @@ class RejectReason(StrEnum):
     RESIDENCY = "residency"
     TOO_LARGE = "too_large"
     QUEUE_FULL = "queue_full"
+    MODEL_COLD = "model_cold"  # the model is at zero replicas and its deadline comes before it is ready
 
     @property
     def is_quota(self) -> bool:
@@ -40,10 +41,12 @@ class RejectReason(StrEnum):
 
 @dataclass(frozen=True)
 class Admitted:
-    """The request joined the queue; ``predicted_wait_s`` is the estimate it was admitted on."""
+    """The request joined the queue; ``predicted_wait_s`` is the estimate it was admitted on;
+    ``held``: it waits for a cold start (its model has no ready worker, ``holding``)."""
 
     request_id: str
     predicted_wait_s: float
+    held: bool = False
 
 
 @dataclass(frozen=True)
@@ -75,10 +78,12 @@ class Dispatch:
 
 @dataclass(frozen=True)
 class Expired:
-    """``request_id`` passed its deadline while queued; it was never sent to a worker."""
+    """``request_id`` passed its deadline while queued; it was never sent to a worker. ``cold``:
+    it was held for a cold start that did not finish in time (``holding``)."""
 
     request_id: str
     late_by_s: float
+    cold: bool = False
 
 
 @dataclass(frozen=True)
@@ -92,7 +97,9 @@ class SchedulePlan:
 
 @dataclass(frozen=True)
 class QueueStatus:
-    """Where a queued request stands: its place in service order and when it should start."""
+    """Where a queued request stands: its place in service order and when it should start;
+    ``waiting_for_capacity``: it is held until its model has a ready worker (``holding``)."""
 
     position: int
     estimated_start_s: float
+    waiting_for_capacity: bool = False
