@@ -26,6 +26,7 @@ from scheduling.autoscaling.types import (
 )
 
 _EPS = 1e-9
+_TENANT_ROUNDS = 6
 
 
 def decide(snapshot: Snapshot, config: AutoscalingConfig, state: ControllerState,
@@ -39,11 +40,12 @@ def decide(snapshot: Snapshot, config: AutoscalingConfig, state: ControllerState
     for plan in plans.values():
         current_total = sum(snapshot.pool(k).current for k in plan.recommended)
         for key in sorted(plan.recommended, key=lambda k: k.pool):
-            seed = ((now_s, snapshot.pool(key).current),)  # a fresh controller does not scale down at once
+            top = config.targets[key].max_replicas
+            seed = ((now_s, min(snapshot.pool(key).current, top)),)  # a fresh controller: no scale-down at once
             recent = _recent(state.history.get(key, seed), now_s, config.scale_down_window_s)
             history[key] = (*recent, (now_s, plan.recommended[key]))
             decisions.append(_decide_key(key, plan, history[key], snapshot.pool(key).current, current_total,
-                                         overrides.get(key), now_s))
+                                         overrides.get(key), now_s, top))
     decisions.sort(key=lambda d: (d.key.model, d.key.pool))
     last = MappingProxyType({d.key: d for d in decisions})
     return tuple(decisions), ControllerState(MappingProxyType(history), last, MappingProxyType(overrides))
@@ -51,32 +53,37 @@ def decide(snapshot: Snapshot, config: AutoscalingConfig, state: ControllerState
 
 def _plans(snapshot: Snapshot, config: AutoscalingConfig) -> dict[str, ModelPlan]:
     """Every model's plan; models whose demand comes partly from tenants over their $/h cap are
-    planned again with that work taken out."""
+    planned again with that work taken out (a few rounds: rounding to whole replicas and a pool's
+    price per replica make one proportional cut fall short)."""
     models = sorted({k.model for k in config.targets})
     plans = {m: plan_model(m, snapshot, config) for m in models}
-    factors = _tenant_demand_factors(plans, snapshot, config)
-    for model, factor in factors.items():
-        if factor < 1.0 - _EPS:
-            plans[model] = plan_model(model, snapshot, config, factor)
+    kept: dict[str, float] = {}
+    for _ in range(_TENANT_ROUNDS):
+        over = _tenant_overspend(plans, snapshot, config)
+        if not over:
+            break
+        for tenant, ratio in over.items():
+            kept[tenant] = kept.get(tenant, 1.0) * ratio
+        for model in models:
+            shares = snapshot.model(model).tenant_token_share
+            factor = 1.0 - sum(share * (1.0 - kept.get(t, 1.0)) for t, share in shares.items())
+            if factor < 1.0 - _EPS:
+                plans[model] = plan_model(model, snapshot, config, max(0.0, factor))
     return plans
 
 
-def _tenant_demand_factors(plans: Mapping[str, ModelPlan], snapshot: Snapshot,
-                           config: AutoscalingConfig) -> dict[str, float]:
-    """Per model, the share of its demand kept: a tenant's spend is its token share of each
-    model's planned $/h; one over its cap keeps ``cap / spend`` of its work everywhere."""
+def _tenant_overspend(plans: Mapping[str, ModelPlan], snapshot: Snapshot,
+                      config: AutoscalingConfig) -> dict[str, float]:
+    """Tenants over their $/h cap, each with ``cap / spend``; a tenant's spend is its token share
+    of every model's planned $/h."""
     caps = config.tenant_max_cost_per_hour
-    if not caps:
-        return {}
     spend: dict[str, float] = {}
     for model, plan in plans.items():
         cost = plan.cost_per_hour(config)
         for tenant, share in snapshot.model(model).tenant_token_share.items():
-            spend[tenant] = spend.get(tenant, 0.0) + share * cost
-    kept = {t: min(1.0, caps[t] / s) if s > _EPS else 1.0 for t, s in spend.items() if t in caps}
-    return {model: 1.0 - sum(share * (1.0 - kept.get(t, 1.0))
-                             for t, share in snapshot.model(model).tenant_token_share.items())
-            for model in plans}
+            if tenant in caps:
+                spend[tenant] = spend.get(tenant, 0.0) + share * cost
+    return {t: caps[t] / s for t, s in spend.items() if s > caps[t] + _EPS}
 
 
 def _recent(history: tuple[tuple[float, int], ...], now_s: float, window_s: float) -> tuple[tuple[float, int], ...]:
@@ -84,14 +91,15 @@ def _recent(history: tuple[tuple[float, int], ...], now_s: float, window_s: floa
 
 
 def _decide_key(key: PoolModel, plan: ModelPlan, history: tuple[tuple[float, int], ...], current: int,
-                current_total: int, override: Override | None, now_s: float) -> ScaleDecision:
-    """Window, override and action for one (pool, model)."""
+                current_total: int, override: Override | None, now_s: float, max_replicas: int) -> ScaleDecision:
+    """Window, override and action for one (pool, model); never above ``max_replicas`` but by
+    an override."""
     recommended = plan.recommended[key]
     reason = plan.reason
     if plan.to_zero or recommended >= current:
         desired = recommended
     else:
-        desired = min(current, max(n for _, n in history))
+        desired = min(current, max(n for _, n in history), max_replicas)
         if desired > recommended:
             reason = Reason.STABILISING
     if override is not None and override.replicas > desired:
