@@ -28,10 +28,11 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import overload
 
 import httpx
 
@@ -293,6 +294,29 @@ class ReplicaSet:
         for worker in workers:
             self._supervisor.remove(worker)
             worker.stop()
+
+
+class LiveAddresses(Sequence[WorkerAddress]):
+    """The running replicas as a sequence that is read afresh on every use (the deployer's
+    workers: a rollout loads a new version where the model runs now)."""
+
+    def __init__(self, replicas: ReplicaSet) -> None:
+        self._replicas = replicas
+
+    def __len__(self) -> int:
+        return len(self._replicas.addresses())
+
+    @overload
+    def __getitem__(self, index: int) -> WorkerAddress: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[WorkerAddress]: ...
+
+    def __getitem__(self, index: int | slice) -> WorkerAddress | Sequence[WorkerAddress]:
+        return self._replicas.addresses()[index]
+
+    def __iter__(self) -> Iterator[WorkerAddress]:
+        return iter(self._replicas.addresses())
 
 
 def _ewma(previous: float | None, value: float) -> float:
