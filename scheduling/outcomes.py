@@ -79,11 +79,13 @@ class Dispatch:
 @dataclass(frozen=True)
 class Expired:
     """``request_id`` passed its deadline while queued; it was never sent to a worker. ``cold``:
-    it was held for a cold start that did not finish in time (``holding``)."""
+    it was held for a cold start that did not finish in time (``holding``), and the model is
+    predicted ready in ``ready_in_s``."""
 
     request_id: str
     late_by_s: float
     cold: bool = False
+    ready_in_s: float | None = None
 
 
 @dataclass(frozen=True)

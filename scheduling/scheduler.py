@@ -281,8 +281,14 @@ class Scheduler:
             deadline_s, request_id = heapq.heappop(self._deadlines)
             request = self._dequeue(request_id, now)
             if request is not None:
-                expired.append(Expired(request_id, now - deadline_s, cold=self.is_cold(request.model)))
+                expired.append(self._expired(request, now - deadline_s, now))
         return expired
+
+    def _expired(self, request: Request, late_by_s: float, now: float) -> Expired:
+        if not self.is_cold(request.model):
+            return Expired(request.request_id, late_by_s)
+        ready_in_s = self.cold_starts[request.model].ready_at_s(now) - now
+        return Expired(request.request_id, late_by_s, cold=True, ready_in_s=ready_in_s)
 
     def next_deadline_s(self) -> float | None:
         """The earliest deadline among queued requests (the driver wakes then at the latest)."""

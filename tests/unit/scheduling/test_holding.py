@@ -119,6 +119,7 @@ def test_a_held_request_expires_at_its_deadline_marked_cold_not_at_its_ttft_obje
     expired = scheduler.schedule(now=10.2).expired
     assert [e.request_id for e in expired] == [held.request_id] and expired[0].cold
     assert expired[0].late_by_s == pytest.approx(0.2)
+    assert expired[0].ready_in_s == pytest.approx(COLD_START_S)  # nothing started: still a whole cold start
     assert scheduler.admission.in_flight("t") == 0
 
 
