@@ -12,7 +12,8 @@ series (gateway)                                signal
                                                 optional ``kind`` label splits prompt/output)
 ``shunter_capacity_inflight_tokens{pool,model}`` tokens of the requests running (gauge)
 ``shunter_capacity_held_requests{model}``       requests held for capacity at zero (gauge)
-``shunter_tokens_total{model,kind}``            arriving prompt / completion tokens (rate)
+``shunter_capacity_arrived_tokens_total``       arriving prompt / output cost tokens per model
+                                                (rate; ``kind``: prompt | output)
 ``shunter_requests_total{model,outcome}``       outcomes: misses for the burn rate (rate)
 ``shunter_queue_wait_seconds{model}``           queue-wait p95 over the window (histogram)
 ``shunter_time_to_first_token_seconds{model}``  TTFT p95 and TTFT misses (histogram)
@@ -71,7 +72,7 @@ class Reading:
             self.inflight[(labels.get("pool", ""), model)] += value
         elif name == "shunter_capacity_held_requests":
             self.held[model] += value
-        elif name == "shunter_tokens_total":
+        elif name == "shunter_capacity_arrived_tokens_total":
             self.tokens[(model, labels.get("kind", ""))] += value
         elif name == "shunter_requests_total":
             self.requests[(model, labels.get("outcome", ""))] += value

@@ -15,7 +15,7 @@ from types import MappingProxyType
 
 from control.capacity.signals import SignalHistory, Window, burn_rate, pool_of_worker, quantile
 from scheduling.autoscaling import AutoscalingConfig, ModelSignals, PoolModel, PoolSignals, Snapshot
-from settings.stack import StackConfig, WorkloadKind
+from settings.stack import StackConfig
 
 
 @dataclass(frozen=True)
@@ -57,16 +57,14 @@ def build_snapshot(history: SignalHistory, config: AutoscalingConfig, stack: Sta
 
 def _model_signals(model: str, window: Window, short: Window, long: Window, config: AutoscalingConfig,
                    stack: StackConfig, idle_s: float, error_budget: float) -> ModelSignals:
-    spec = stack.model(model)
-    factor = 1.0 if spec is None or spec.kind is WorkloadKind.LLM else spec.token_cost_factor
     newest = window.newest
     pending = {kind: sum(n for (_, m, k), n in newest.pending.items() if m == model and k == kind)
                for kind in ("prompt", "output")}
     ttft_objective_s = config.models[model].ttft_p95_s
     return ModelSignals(
         model,
-        arriving_prompt_tokens_per_s=window.token_rate(model, "prompt") * factor,
-        arriving_output_tokens_per_s=window.token_rate(model, "completion") * factor,
+        arriving_prompt_tokens_per_s=window.token_rate(model, "prompt"),
+        arriving_output_tokens_per_s=window.token_rate(model, "output"),
         pending_prompt_tokens=pending["prompt"],
         pending_output_tokens=pending["output"],
         queue_wait_p95_s=quantile(window.queue_wait(model), 0.95),

@@ -19,7 +19,7 @@ class Page:
         r = self.registry = CollectorRegistry()
         self.pending = Gauge("shunter_capacity_pending_tokens", "", ["pool", "model"], registry=r)
         self.held = Gauge("shunter_capacity_held_requests", "", ["model"], registry=r)
-        self.tokens = Counter("shunter_tokens", "", ["tenant", "model", "kind"], registry=r)
+        self.tokens = Counter("shunter_capacity_arrived_tokens", "", ["model", "kind"], registry=r)
         self.requests = Counter("shunter_requests", "", ["route", "model", "outcome"], registry=r)
         self.queue_wait = Histogram("shunter_queue_wait_seconds", "", ["model", "tier"], buckets=BUCKETS, registry=r)
         self.ttft = Histogram("shunter_time_to_first_token_seconds", "", ["model", "tier"], buckets=BUCKETS,
@@ -54,7 +54,7 @@ def test_rates_and_p95_come_from_deltas_over_the_window() -> None:
     for _ in range(50):
         page.queue_wait.labels("embed", "premium").observe(0.05)  # old, fast: outside the window
     history.add(_reading(0.0, page))
-    page.tokens.labels("t", "embed", "prompt").inc(1000)
+    page.tokens.labels("embed", "prompt").inc(1000)
     for _ in range(19):
         page.queue_wait.labels("embed", "standard").observe(2.0)
     page.queue_wait.labels("embed", "standard").observe(0.05)
