@@ -12,6 +12,7 @@ Shape (every field optional but ``models.<m>.pools``)::
         ttft_p95_s: null               #   its ttft_s
         queue_wait_p95_s: null         #   half its ttft_s
         target_utilisation: 0.75       # a replica is sized to run at this share of its profile's speed
+        backlog_drain_s: 60            # the queued backlog is sized to drain within this, on top of arrivals
         scale_to_zero: {enabled: false, idle_s: 600}
         cost_cap: {max_replicas: null, max_cost_per_hour: null}   # over all the model's pools
         pools:
@@ -96,6 +97,7 @@ class _ModelEntry(StrictModel):
     ttft_p95_s: PositiveSeconds | None = None
     queue_wait_p95_s: PositiveSeconds | None = None
     target_utilisation: Annotated[float, Field(gt=0, le=1)] = 0.75
+    backlog_drain_s: PositiveSeconds = 60.0
     scale_to_zero: _ScaleToZero = _ScaleToZero()
     cost_cap: _CostCap = _CostCap()
     pools: dict[str, _PoolBounds] = Field(min_length=1)
@@ -197,7 +199,8 @@ def _policy(parsed: CapacityFile, stack: StackConfig, scheduling: SchedulingSett
         slo = scheduling.slo[entry.objective_tier]
         models[model] = ModelPolicy(model, entry.queue_wait_p95_s or slo.ttft_s / 2.0, entry.ttft_p95_s or slo.ttft_s,
                                     entry.scale_to_zero.enabled, entry.scale_to_zero.idle_s,
-                                    entry.cost_cap.max_replicas, entry.cost_cap.max_cost_per_hour)
+                                    entry.cost_cap.max_replicas, entry.cost_cap.max_cost_per_hour,
+                                    entry.backlog_drain_s)
         for name, bounds in entry.pools.items():
             key = PoolModel(name, model)
             targets[key] = ScalingTarget(key, scheduling.profile_of(pools[name].profile_name), pools[name].region,

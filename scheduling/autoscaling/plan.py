@@ -62,18 +62,19 @@ def plan_model(model: str, snapshot: Snapshot, config: AutoscalingConfig, demand
     options = _residency_floor([_option(t, snapshot, config, demand) for t in targets], targets, snapshot)
     starting = sum(p.starting for p in pools.values())
     ratio, which = latency_ratio(signals, policy)
-    lat = latency_replicas(current, ratio, config) if starting == 0 else 0
-    burn = burn_replicas(current, signals, config) if starting == 0 else 0
-    required = max(1, math.ceil(max(lat, burn) * demand_factor - _EPS))
     limits = Limits(up_limit(current, config), policy.max_replicas, policy.max_cost_per_hour)
     token_only = allocate([replace(o, floor=0) for o in options], demand.tokens_per_s, 1, limits)
+    token_replicas = sum(token_only.replicas.values())
+    lat = latency_replicas(current, ratio, config) if starting == 0 else 0
+    burn = burn_replicas(token_replicas, current, signals, config) if starting == 0 else 0
+    required = max(1, math.ceil(max(lat, burn) * demand_factor - _EPS))
     numbers = {"demand_tokens_per_s": demand.tokens_per_s, "latency_ratio": ratio,
                "burn_rate_short": signals.burn_rate_short, "burn_rate_long": signals.burn_rate_long,
                "held_requests": float(signals.held_requests), "current": float(current),
-               "token_work_replicas": float(sum(token_only.replicas.values())),
+               "token_work_replicas": float(token_replicas),
                "latency_replicas": float(lat), "burn_replicas": float(burn),
                "kv_replicas": float(sum(o.floor for o in options))}
-    held = _hold(options, pools, demand.tokens_per_s, config, required)
+    held = _hold(options, pools, demand.tokens_per_s, config, required, limits)
     chosen = held or allocate(options, demand.tokens_per_s, required, limits)
     numbers["coverage"] = min(chosen.coverage, 1e9)
     reason = _reason(numbers, which, current, signals.held_requests, held is not None)
@@ -118,16 +119,22 @@ def _residency_floor(options: list[PoolOption], targets: tuple[ScalingTarget, ..
 
 
 def _hold(options: list[PoolOption], pools: Mapping[PoolModel, PoolSignals], demand_tokens_per_s: float,
-          config: AutoscalingConfig, required: int) -> Allocation | None:
+          config: AutoscalingConfig, required: int, limits: Limits) -> Allocation | None:
     """The current counts when they cover the demand within ``tolerance`` (HPA's band) and meet
-    every bound, floor and the required total; else None."""
+    every bound, floor, the model's caps and the required total; else None."""
     counts: dict[PoolModel, int] = {}
     for option in options:
         pool = pools[option.key]
         if not max(option.min_replicas, option.floor) <= pool.current <= option.max_replicas:
             return None
         counts[option.key] = pool.current
-    if sum(counts.values()) < required or demand_tokens_per_s <= _EPS:
+    total = sum(counts.values())
+    if total < required or demand_tokens_per_s <= _EPS:
+        return None
+    if limits.model_replicas is not None and total > limits.model_replicas:
+        return None
+    cost = sum(counts[o.key] * o.cost_per_hour for o in options)
+    if limits.model_cost_per_hour is not None and cost > limits.model_cost_per_hour + _EPS:
         return None
     capacity = sum(counts[o.key] * o.tokens_per_s for o in options)
     if capacity <= 0 or abs(demand_tokens_per_s / capacity - 1.0) > config.tolerance:

@@ -14,7 +14,7 @@ _EPS = 1e-9
 @dataclass(frozen=True)
 class Demand:
     """A model's token demand as rates: arriving tokens per second plus the pending backlog
-    spread over the queue-wait objective (it must drain within it)."""
+    spread over ``backlog_drain_s``."""
 
     prompt_tokens_per_s: float
     output_tokens_per_s: float
@@ -29,7 +29,7 @@ class Demand:
 
 def demand_of(signals: ModelSignals, policy: ModelPolicy) -> Demand:
     """Arriving plus pending token work of one model, in tokens per second."""
-    drain_s = policy.queue_wait_p95_s
+    drain_s = policy.backlog_drain_s
     return Demand(signals.arriving_prompt_tokens_per_s + signals.pending_prompt_tokens / drain_s,
                   signals.arriving_output_tokens_per_s + signals.pending_output_tokens / drain_s)
 
@@ -67,13 +67,16 @@ def latency_replicas(current: int, ratio: float, config: AutoscalingConfig) -> i
     return math.ceil(current * min(ratio, config.max_up_factor) - _EPS)
 
 
-def burn_replicas(current: int, signals: ModelSignals, config: AutoscalingConfig) -> int:
-    """The multi-window burn-rate rule: both windows over the threshold add ``burn_step`` of the
-    current count (at least one replica); else 0 (no requirement)."""
+def burn_replicas(token_replicas: int, current: int, signals: ModelSignals, config: AutoscalingConfig) -> int:
+    """The multi-window burn-rate rule: when both windows burn the error budget faster than the
+    threshold, the token work is taken to be under-estimated by ``burn_step``: the count is
+    ``token_replicas x (1 + burn_step)``, at least one more than ``current``; else 0 (no
+    requirement). Relative to the token work, not to the current count, so a burn that outlasts
+    the incident (the long window) does not compound."""
     threshold = config.burn_rate_threshold
     if current == 0 or signals.burn_rate_short <= threshold or signals.burn_rate_long <= threshold:
         return 0
-    return current + max(1, math.ceil(config.burn_step * current))
+    return max(current + 1, math.ceil(token_replicas * (1.0 + config.burn_step) - _EPS))
 
 
 def kv_replicas(pool: PoolSignals, config: AutoscalingConfig) -> int:

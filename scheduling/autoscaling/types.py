@@ -87,7 +87,9 @@ class ScalingTarget:
 @dataclass(frozen=True)
 class ModelPolicy:
     """Per model, over all its pools: objectives, scale-to-zero and the model's cost caps
-    (``None``: no cap)."""
+    (``None``: no cap). ``backlog_drain_s``: the pending backlog is sized to drain within this
+    time on top of the arriving work (shorter asks for more replicas at once; a replica takes a
+    cold start to help, so much shorter than one only overshoots)."""
 
     model: str
     queue_wait_p95_s: float
@@ -96,10 +98,11 @@ class ModelPolicy:
     idle_s: float = 600.0
     max_replicas: int | None = None
     max_cost_per_hour: float | None = None
+    backlog_drain_s: float = 60.0
 
     def __post_init__(self) -> None:
-        if min(self.queue_wait_p95_s, self.ttft_p95_s) <= 0 or self.idle_s < 0:
-            raise ValueError(f"model {self.model}: objectives must be > 0 and idle_s >= 0")
+        if min(self.queue_wait_p95_s, self.ttft_p95_s, self.backlog_drain_s) <= 0 or self.idle_s < 0:
+            raise ValueError(f"model {self.model}: objectives and backlog_drain_s must be > 0, idle_s >= 0")
 
 
 @dataclass(frozen=True)
