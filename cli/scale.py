@@ -99,19 +99,12 @@ def status_renderables(document: dict[str, Any]) -> list[Any]:
     """The status table and, per row, its signals and last decision."""
     table = Table(title=f"Capacity (period {document.get('period_s', NONE)} s, last tick "
                         f"{when(document.get('last_tick_s'))})")
-    for column in ("pool", "model", "min", "max", "desired", "ready", "starting", "draining", "last decision",
-                   "cap", "override"):
+    for column in ("pool", "model", "min..max", "desired", "ready", "starting", "draining", "cap"):
         table.add_column(column)
     for row in document.get("rows", []):
-        decision = row.get("last_decision") or {}
-        override_text = NONE
-        if row.get("override"):
-            o = row["override"]
-            override_text = f"{o['replicas']} until {when(o['expires_at_s'])} ({o['actor']}: {o['reason']})"
-        table.add_row(row["pool"], row["model"], str(row["min_replicas"]), str(row["max_replicas"]),
+        table.add_row(escape(row["pool"]), escape(row["model"]), f"{row['min_replicas']}..{row['max_replicas']}",
                       str(row["desired"]), str(row["ready"]), str(row["starting"]), str(row["draining"]),
-                      f"{decision.get('action', NONE)} ({decision.get('reason', NONE)})" if decision else NONE,
-                      escape(str(row.get("cap") or NONE)), escape(override_text))
+                      escape(str(row.get("cap") or NONE)))
     out: list[Any] = [table]
     for row in document.get("rows", []):
         out.append(_details(row))
@@ -133,11 +126,19 @@ def _details(row: dict[str, Any]) -> str:
              "burn_rate_long", "held_requests", "idle_s", "kv_used_fraction")
     parts = [f"{name}={_number(signals.get(name))}" for name in shown if name in signals]
     numbers = ", ".join(f"{k}={_number(v)}" for k, v in sorted((decision.get("numbers") or {}).items()))
-    cold = row.get("last_cold_start_s")
-    return (f"[bold]{escape(row['pool'])}/{escape(row['model'])}[/] signals: {escape(', '.join(parts) or NONE)}\n"
-            f"  decision: {escape(str(decision.get('action', NONE)))} to {decision.get('desired', NONE)} "
-            f"(recommended {decision.get('recommended', NONE)}), numbers: {escape(numbers or NONE)}"
-            + (f"\n  last cold start: {cold:.1f} s" if cold is not None else ""))
+    lines = [f"[bold]{escape(row['pool'])}/{escape(row['model'])}[/] signals: {escape(', '.join(parts) or NONE)}",
+             f"  last decision: {escape(str(decision.get('action', NONE)))} to {decision.get('desired', NONE)} "
+             f"because {escape(str(decision.get('reason', NONE)))} (recommended {decision.get('recommended', NONE)}, "
+             f"at {when(decision.get('at_s'))}); numbers: {escape(numbers or NONE)}"]
+    if row.get("capped_by_budget"):
+        lines.append(f"  [yellow]capped by {escape(str(row.get('cap')))}[/]: the signals ask for more")
+    if row.get("override"):
+        o = row["override"]
+        lines.append(f"  override: {o['replicas']} replicas until {when(o['expires_at_s'])} by {escape(o['actor'])}: "
+                     f"{escape(o['reason'])}")
+    if row.get("last_cold_start_s") is not None:
+        lines.append(f"  last cold start: {row['last_cold_start_s']:.1f} s")
+    return "\n".join(lines)
 
 
 def _number(value: Any) -> str:
