@@ -163,7 +163,8 @@ class CapacityController:
             self.replicas.scale(key.pool, key.model, decision.desired)
         newly_capped = decision.capped_by_budget and not (previous is not None and previous.capped_by_budget)
         if decision.action is not Action.HOLD or newly_capped:
-            self.registry.audit(ACTOR, "capacity.decision", key.model, decision.reason.value, decision_json(decision))
+            self.registry.audit(ACTOR, "capacity.decision", key.model, decision.reason.value,
+                                decision_json(decision, self._clock()))
 
     def _audit_expired(self, before: ControllerState, now: float) -> None:
         for key, override in before.overrides.items():
@@ -259,7 +260,7 @@ class CapacityController:
             "max_replicas": target.max_replicas, "scale_to_zero": policy.scale_to_zero, "idle_s": policy.idle_s,
             "desired": last.desired if last is not None else counts.ready + counts.starting,
             "ready": counts.ready, "starting": counts.starting, "draining": counts.draining,
-            "signals": signals, "last_decision": None if last is None else decision_json(last),
+            "signals": signals, "last_decision": None if last is None else decision_json(last, self.last_tick_s),
             "capped_by_budget": bool(last is not None and last.capped_by_budget),
             "cap": last.reason.value if last is not None and last.capped_by_budget else None,
             "override": None if override is None or not override.live(now) else override_json(override),
@@ -267,11 +268,12 @@ class CapacityController:
         }
 
 
-def decision_json(decision: ScaleDecision) -> dict[str, Any]:
+def decision_json(decision: ScaleDecision, at_s: float | None = None) -> dict[str, Any]:
+    """A decision as JSON; ``at_s`` (epoch s) when the decision does not carry its own time."""
     return {"pool": decision.key.pool, "model": decision.key.model, "action": decision.action.value,
             "reason": decision.reason.value, "current": decision.current, "desired": decision.desired,
             "recommended": decision.recommended, "capped_by_budget": decision.capped_by_budget,
-            "at_s": decision.at_s, "numbers": _finite(dict(decision.numbers))}
+            "at_s": decision.at_s or at_s, "numbers": _finite(dict(decision.numbers))}
 
 
 def override_json(override: Override) -> dict[str, Any]:
