@@ -149,7 +149,8 @@ class ModelSignals:
     """What the gateway measured for one model over the last period (all pools together: the
     fair queue holds a model's backlog before placement picks a pool).
 
-    ``*_p95_s`` are ``None`` when nothing was measured. Burn rates are the error-budget burn rate
+    ``*_p95_s`` are ``None`` when nothing was measured (the driver chooses whose: the simulator
+    takes the objective tier's requests, and counts the age of those still queued). Burn rates are the error-budget burn rate
     (misses / allowed misses) over the short and long window. ``held_requests`` wait for capacity
     (the model is at zero); ``held_regions`` are the regions their tenants allow (empty: any).
     ``tenant_token_share`` splits the model's token demand by tenant (for tenant cost caps).
