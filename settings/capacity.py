@@ -18,7 +18,8 @@ Shape (every field optional but ``models.<m>.pools``)::
         pools:
           local-cpu: {min_replicas: 1, max_replicas: 2}
     tenants:
-      acme: {max_cost_per_hour: 5.0}   # the tenant's token share of every model's $/h
+      acme: {max_cost_per_hour: 5.0}   # the tenant's token share of every model's $/h (or max_replicas:
+                                       # its token share of every model's replicas)
 
 Only the (pool, model) pairs listed are controlled; the others keep the count ``shunter up``
 starts. ``pools.<p>.workers`` stays the number of workers started at ``shunter up`` (the initial
@@ -113,7 +114,14 @@ class _ModelEntry(StrictModel):
 
 
 class _TenantCap(StrictModel):
-    max_cost_per_hour: Annotated[float, Field(ge=0)]
+    max_cost_per_hour: Annotated[float, Field(ge=0)] | None = None
+    max_replicas: Annotated[float, Field(ge=0)] | None = None
+
+    @model_validator(mode="after")
+    def _some_cap(self) -> _TenantCap:
+        if self.max_cost_per_hour is None and self.max_replicas is None:
+            raise ValueError("set max_cost_per_hour or max_replicas")
+        return self
 
 
 class CapacityFile(StrictModel):
@@ -208,7 +216,10 @@ def _policy(parsed: CapacityFile, stack: StackConfig, scheduling: SchedulingSett
     c = parsed.controller
     return AutoscalingConfig(
         MappingProxyType(targets), MappingProxyType(models),
-        MappingProxyType({t: cap.max_cost_per_hour for t, cap in parsed.tenants.items()}),
+        MappingProxyType({t: cap.max_cost_per_hour for t, cap in parsed.tenants.items()
+                          if cap.max_cost_per_hour is not None}),
+        tenant_max_replicas=MappingProxyType({t: cap.max_replicas for t, cap in parsed.tenants.items()
+                                              if cap.max_replicas is not None}),
         period_s=c.period_s, scale_down_window_s=c.scale_down_window_s, tolerance=c.tolerance,
         max_up_factor=c.max_up_factor, max_up_replicas=c.max_up_replicas,
         burn_short_window_s=c.burn_rate.short_window_s, burn_long_window_s=c.burn_rate.long_window_s,

@@ -74,16 +74,24 @@ def _plans(snapshot: Snapshot, config: AutoscalingConfig) -> dict[str, ModelPlan
 
 def _tenant_overspend(plans: Mapping[str, ModelPlan], snapshot: Snapshot,
                       config: AutoscalingConfig) -> dict[str, float]:
-    """Tenants over their $/h cap, each with ``cap / spend``; a tenant's spend is its token share
-    of every model's planned $/h."""
-    caps = config.tenant_max_cost_per_hour
-    spend: dict[str, float] = {}
+    """Tenants over a cap, each with ``cap / spend`` (the tighter of $/h and replicas); a
+    tenant's spend is its token share of every model's planned $/h and replicas."""
+    caps = (config.tenant_max_cost_per_hour, config.tenant_max_replicas)
+    spend: dict[str, list[float]] = {}
     for model, plan in plans.items():
-        cost = plan.cost_per_hour(config)
+        cost, replicas = plan.cost_per_hour(config), float(sum(plan.recommended.values()))
         for tenant, share in snapshot.model(model).tenant_token_share.items():
-            if tenant in caps:
-                spend[tenant] = spend.get(tenant, 0.0) + share * cost
-    return {t: caps[t] / s for t, s in spend.items() if s > caps[t] + _EPS}
+            if tenant in caps[0] or tenant in caps[1]:
+                total = spend.setdefault(tenant, [0.0, 0.0])
+                total[0] += share * cost
+                total[1] += share * replicas
+    over: dict[str, float] = {}
+    for tenant, totals in spend.items():
+        ratios = [cap[tenant] / s for cap, s in zip(caps, totals, strict=True)
+                  if tenant in cap and s > cap[tenant] + _EPS]
+        if ratios:
+            over[tenant] = min(ratios)
+    return over
 
 
 def _recent(history: tuple[tuple[float, int], ...], now_s: float, window_s: float) -> tuple[tuple[float, int], ...]:

@@ -113,12 +113,15 @@ class AutoscalingConfig:
     asked for it (the HPA's stabilisation). ``tolerance``: a change within this fraction of the
     current count is not made. One step up is at most ``max(current * max_up_factor,
     current + max_up_replicas)``. ``burn_rate_threshold``: both windows' burn rates above it
-    raise the count by ``burn_step`` (a fraction, at least one replica).
+    raise the count by ``burn_step`` (a fraction, at least one replica). Tenant caps bound a
+    tenant's token share of each model's planned $/h (``tenant_max_cost_per_hour``) or replicas
+    (``tenant_max_replicas``), summed over models.
     """
 
     targets: Mapping[PoolModel, ScalingTarget]
     models: Mapping[str, ModelPolicy]
     tenant_max_cost_per_hour: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    tenant_max_replicas: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     period_s: float = 15.0
     scale_down_window_s: float = 300.0
     tolerance: float = 0.1
@@ -150,9 +153,10 @@ class ModelSignals:
     fair queue holds a model's backlog before placement picks a pool).
 
     ``*_p95_s`` are ``None`` when nothing was measured (the driver chooses whose: the simulator
-    takes the objective tier's requests, and counts the age of those still queued). Burn rates are the error-budget burn rate
-    (misses / allowed misses) over the short and long window. ``held_requests`` wait for capacity
-    (the model is at zero); ``held_regions`` are the regions their tenants allow (empty: any).
+    takes the objective tier's requests, and counts the age of those still queued). Burn rates
+    are the error-budget burn rate (misses / allowed misses) over the short and long window.
+    ``held_requests`` wait for capacity (the model is at zero); ``held_regions`` are the regions
+    every held request may run in (empty: any).
     ``tenant_token_share`` splits the model's token demand by tenant (for tenant cost caps).
     """
 

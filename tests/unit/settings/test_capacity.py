@@ -65,6 +65,7 @@ def test_missing_file_controls_nothing(tmp_path: Path, shipped: tuple[StackConfi
     ("models: {chat: {pools: {}}}", "models.chat.pools"),
     ("models: {chat: {pools: {local-cpu: {}}, speed: 3}}", "models.chat.speed"),
     ("tenants: {ghost: {max_cost_per_hour: 1}}", "tenants.ghost: unknown tenant"),
+    ("tenants: {demo-premium: {}}", "set max_cost_per_hour or max_replicas"),
 ])
 def test_bad_capacity_file_names_the_field(tmp_path: Path, shipped: tuple[StackConfig, SchedulingSettings],
                                            text: str, field: str) -> None:

@@ -3,9 +3,20 @@ scale-down window, scale to and from zero, caps and overrides, heterogeneous poo
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import pytest
 
-from scheduling.autoscaling import Action, ControllerState, Override, PoolModel, PoolSignals, Reason, decide
+from scheduling.autoscaling import (
+    Action,
+    AutoscalingConfig,
+    ControllerState,
+    Override,
+    PoolModel,
+    PoolSignals,
+    Reason,
+    decide,
+)
 from scheduling.autoscaling.sizing import Demand, replica_tokens_per_s
 from tests.unit.scheduling.autoscaling.helpers import A10, A100, H100, config, load, snapshot, target
 
@@ -120,6 +131,15 @@ def test_tenant_cost_cap_takes_its_work_out_of_the_demand() -> None:
     cfg = config([target()], tenant_caps={"big": A100.cost_per_hour}, window_s=0.0)
     capped, _ = decide(snapshot(signals, PoolSignals(KEY, ready=8)), cfg, ControllerState(), 0.0)
     assert capped[0].recommended < uncapped[0].recommended and capped[0].reason is Reason.TENANT_CAP
+
+
+def test_tenant_replica_cap_bounds_its_share_of_replicas() -> None:
+    signals = load(10 * _one_replica_tokens(), tenant_token_share={"big": 0.8, "small": 0.2})
+    base = config([target()], window_s=0.0)
+    cfg = AutoscalingConfig(base.targets, base.models, tenant_max_replicas=MappingProxyType({"big": 2.0}),
+                            scale_down_window_s=0.0)
+    (d,), _ = decide(snapshot(signals, PoolSignals(KEY, ready=10)), cfg, ControllerState(), 0.0)
+    assert 0.8 * d.desired <= 2.0 + 0.8 and d.reason is Reason.TENANT_CAP and d.capped_by_budget
 
 
 def test_heterogeneous_pools_add_cheapest_per_token_first_and_remove_expensive_first() -> None:
