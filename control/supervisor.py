@@ -50,6 +50,8 @@ class WorkerProcess:
         self.restarts = 0
         # What a (re)start loads; the capacity controller keeps it equal to the models loaded.
         self.load_at_start: tuple[str, ...] = address.models
+        # How long Triton waits for in-flight requests on SIGTERM (replicas that drain wait longer).
+        self.exit_timeout_s: int = settings.exit_timeout_s
 
     def command(self) -> list[str]:
         a = self.address
@@ -63,7 +65,7 @@ class WorkerProcess:
             f"--metrics-address={a.host}", f"--metrics-port={a.metrics_port}",
             "--disable-auto-complete-config",
             "--strict-readiness=true",
-            f"--exit-timeout-secs={self._settings.exit_timeout_s}",
+            f"--exit-timeout-secs={self.exit_timeout_s}",
             f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
             "--log-verbose=0",
             *self._settings.extra_args,
@@ -127,7 +129,7 @@ class WorkerProcess:
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
             try:
-                process.wait(timeout=self._settings.exit_timeout_s + 5)
+                process.wait(timeout=self.exit_timeout_s + 5)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(timeout=10)

@@ -15,7 +15,13 @@ desired)`` plans the actions with ``slots.plan`` and runs each in a background t
 * unload: the model leaves the replica's ready list at once (gateways stop placing on it within
   a poll), ``drain_grace_s`` later it is unloaded, Triton lets the requests in flight finish, and
   the replica keeps serving its other models;
-* drain: the same for a replica's last model, then the process is stopped cleanly.
+* drain: for a replica's last model the whole process goes: it leaves the document's ready list,
+  ``drain_grace_s`` later it gets SIGTERM, and Triton finishes the requests in flight before it
+  exits. A replica the controller started waits up to ``drain_timeout_s`` for them
+  (``--exit-timeout-secs``); a worker started with the stack keeps ``triton.exit_timeout_s``.
+  (Not an unload first: Triton 2.51 keeps a decoupled model UNLOADING while a client's gRPC
+  stream that served it stays open — the gateway keeps idle generation streams for reuse — so an
+  LLM's unload would wait until the stream closes; its shutdown counts in-flight requests.)
 
 Every wait is bounded (``control.yaml``'s ``replicas``); a start or load that fails leaves the
 slot stopped (or without the model) and is recorded in ``errors``. The times from start to ready
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -193,6 +200,7 @@ class ReplicaSet:
         started = self._clock()
         worker = WorkerProcess(slot.address, self._runtime, self._config.triton, self._repository, self._log_dir)
         worker.load_at_start = ()
+        worker.exit_timeout_s = max(worker.exit_timeout_s, math.ceil(self._settings.drain_timeout_s))
         with self._lock:  # close() stops every slot's worker under this lock: none is left behind
             if self._closed:
                 return
@@ -254,12 +262,7 @@ class ReplicaSet:
 
     def _drain(self, slot: Slot) -> None:
         time.sleep(self._settings.drain_grace_s)
-        for model in sorted(slot.unloading):
-            try:
-                self._unload_model(slot, model)
-            except TritonControlError as exc:  # stopping the process below ends it anyway
-                log.warning("replica %s: %s", slot.address.name, exc)
-        self._stop(slot)
+        self._stop(slot)  # SIGTERM: Triton finishes the requests in flight, then exits
 
     def _stop(self, slot: Slot) -> None:
         worker = slot.worker
