@@ -158,6 +158,9 @@ def test_vision_idles_to_zero_then_held_requests_are_all_answered(cold_stack: Co
     row = next(r for r in status["rows"] if r["model"] == "vision")
     assert row["last_cold_start_s"] is not None and row["last_cold_start_s"] > 0, row
     assert 0 < row["last_cold_start_s"] <= took_s + 1
+    waits_ms = sorted(float(a.headers["x-queue-wait-ms"]) for a in answers)
+    print(f"\nscale-to-zero: vision cold start {row['last_cold_start_s']:.2f} s (control's measure); held "
+          f"requests' queue wait {waits_ms[0]:.0f}-{waits_ms[-1]:.0f} ms; all 5 answered in {took_s:.2f} s")
     control_metrics = f"{cold_stack.control_url}/metrics"
     vision = {"pool": "local-cpu", "model": "vision"}
     assert metric_sum(control_metrics, "shunter_capacity_cold_start_seconds", vision) > 0
