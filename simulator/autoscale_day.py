@@ -42,7 +42,7 @@ class DaySpec:
     """The experiment's knobs (defaults: ``shunter sim autoscale``)."""
 
     gpu: str = "a10"
-    day_s: float = 3600.0  # simulated seconds that play the 24 h curve
+    day_s: float = 7200.0  # simulated seconds that play the 24 h curve (12x compression)
     peak_replicas: int = 8
     swing: float = 10.0  # peak / trough
     spike_factor: float = 3.0

@@ -2,7 +2,8 @@
 ``scheduling.autoscaling.ModelSignals`` / ``PoolSignals`` from the requests' lives, and the
 request rate a request-count autoscaler (the HPA baseline) reads.
 
-* arriving prompt tokens per second over the last period; arriving output tokens estimated as
+* arriving prompt tokens per second over the last ``rate_window_s`` (60 s: the live loop's
+  ``rate(x[1m])``, four periods); arriving output tokens estimated as
   prompt tokens x the output/prompt ratio of the requests completed in the last 10 minutes (the
   gateway knows a request's output only when it ends);
 * pending tokens: the requests queued in the gateway now (output by the same ratio);
@@ -74,8 +75,8 @@ class Observer:
                 engines: Mapping[str, Sequence[LlmWorker]]) -> Observation:
         self._trim(now)
         ratio = self._output_ratio()
-        period = [p for t, p in self._arrivals if now - t < self.period_s]
-        prompt_rate = sum(period) / self.period_s
+        recent = [p for t, p in self._arrivals if now - t < self.rate_window_s]
+        prompt_rate = sum(recent) / min(self.rate_window_s, max(now, self.period_s))
         queued = list(pending)
         pending_prompt = float(sum(i.request.prefill_tokens for i in queued))
         ages = [now - i.request.arrival_s for i in queued if i.request.tier is self.tier]
