@@ -233,15 +233,16 @@ def test_a_cap_holds_under_load_and_an_override_lifts_it_until_it_expires(scalin
     assert entries["capacity.override_expired"]["details"]["actor"] == "ops@test"
 
 
-@pytest.mark.xfail(strict=True, reason="the gateway sends no chat generation to a replica started after it (its "
-                   "worker view shows chat READY with KV, yet placement and admission count one worker), so no "
-                   "stream runs on the replica that drains; remove this mark once it does")
 def test_a_scale_down_cuts_no_stream(scaling: Scaling) -> None:
     assert scaling.state("local-cpu-1") == "stopped"
     code, output = scaling.scale("override", "chat", "--pool", "local-cpu", "--replicas", "2", "--for", "5m",
                                  "--reason", "stream drain test")
     assert code == 0, output
     wait_for("a second chat replica", lambda: scaling.state("local-cpu-1") == "ready", timeout_s=90)
+    gateway_metrics = f"{scaling.stack.gateway_url}/metrics"
+    wait_for("the gateway sees it", lambda: metric_sum(gateway_metrics, "shunter_worker_model_ready",
+                                                       {"worker": "local-cpu-1", "model": "chat"}) == 1, timeout_s=10)
+    time.sleep(2.0)  # and has read the replicas document since (every 1 s)
 
     async def streams() -> tuple[list[tuple[str, str | None]], int]:
         headers = {"Authorization": f"Bearer {KEYS['premium']}"}
