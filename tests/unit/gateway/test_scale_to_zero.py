@@ -102,6 +102,8 @@ async def test_a_held_request_whose_deadline_passes_is_504_model_cold(cold: InPr
 async def test_a_model_at_zero_does_not_make_the_gateway_unready(cold: InProcessGateway) -> None:
     ready = await cold.client.get("/readyz")
     assert ready.status_code == 200 and ready.json()["models"]["vision"] is False
+    # KServe: the model takes requests at zero (held), as a KServe InferenceService scaled to zero stays Ready
+    assert (await cold.client.get("/v2/models/vision/ready", headers=STANDARD)).status_code == 200
     cold.workers.unloaded.add("tabular")  # tabular may not scale to zero: its absence is unready
     await cold.gateway.transport.refresh()
     assert (await cold.client.get("/readyz")).status_code == 503
