@@ -285,7 +285,7 @@ def _expired_error(expired: Expired) -> GatewayError:
     """504 for a request whose deadline passed in the queue: ``model_cold`` (retry when the model
     should be ready) when it was held for a cold start, else ``deadline_exceeded``."""
     late_ms = expired.late_by_s * 1000
-    if expired.cold:
+    if expired.held:
         retry_s = max(1, math.ceil(expired.ready_in_s)) if expired.ready_in_s is not None else None
         return DeadlineExceededError(
             f"the request waited past its deadline (by {late_ms:.0f} ms) for its model to start from zero "

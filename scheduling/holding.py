@@ -9,7 +9,7 @@ it, its requests are not refused with ``no_worker``: admission takes them *held*
   take the whole replica;
 - bound by their deadline only: a cold start cannot meet a TTFT objective, so neither the TTFT
   objective nor the tier's shedding wait refuses or expires a held request; its deadline does
-  (``Expired.cold``: the gateway's 504 ``model_cold``);
+  (``Expired.held``: the gateway's 504 ``model_cold``);
 - refused at once (``RejectReason.MODEL_COLD``, retry after the predicted ready time) when its
   deadline comes before the predicted ready time;
 - dispatched by the first scheduling pass after the driver reports a ready worker for the model.

@@ -78,13 +78,13 @@ class Dispatch:
 
 @dataclass(frozen=True)
 class Expired:
-    """``request_id`` passed its deadline while queued; it was never sent to a worker. ``cold``:
+    """``request_id`` passed its deadline while queued; it was never sent to a worker. ``held``:
     it was held for a cold start that did not finish in time (``holding``), and the model is
     predicted ready in ``ready_in_s``."""
 
     request_id: str
     late_by_s: float
-    cold: bool = False
+    held: bool = False
     ready_in_s: float | None = None
 
 
@@ -100,8 +100,9 @@ class SchedulePlan:
 @dataclass(frozen=True)
 class QueueStatus:
     """Where a queued request stands: its place in service order and when it should start;
-    ``waiting_for_capacity``: it is held until its model has a ready worker (``holding``)."""
+    ``held``: it waits until its model has a ready worker (``holding``; the gateway's status
+    ``waiting_for_capacity``)."""
 
     position: int
     estimated_start_s: float
-    waiting_for_capacity: bool = False
+    held: bool = False

@@ -288,7 +288,7 @@ class Scheduler:
         if not self.is_cold(request.model):
             return Expired(request.request_id, late_by_s)
         ready_in_s = self.cold_starts[request.model].ready_at_s(now) - now
-        return Expired(request.request_id, late_by_s, cold=True, ready_in_s=ready_in_s)
+        return Expired(request.request_id, late_by_s, held=True, ready_in_s=ready_in_s)
 
     def next_deadline_s(self) -> float | None:
         """The earliest deadline among queued requests (the driver wakes then at the latest)."""
@@ -340,7 +340,7 @@ class Scheduler:
         ahead = [r for r in ordered[: ordered.index(target)] if r.model == target.model]
         if self.is_cold(target.model):
             ready_at_s = self.cold_starts[target.model].ready_at_s(now)
-            return QueueStatus(position=len(ahead), estimated_start_s=ready_at_s, waiting_for_capacity=True)
+            return QueueStatus(position=len(ahead), estimated_start_s=ready_at_s, held=True)
         wait = self.predictor.start_wait_behind(target, ahead, self.endpoints(target.model, now))
         return QueueStatus(position=len(ahead), estimated_start_s=now + wait.predicted_wait_s)
 

@@ -47,7 +47,7 @@ def _describe(dispatcher: Dispatcher, record: RequestRecord) -> dict[str, Any]:
         now = dispatcher.clock()
         place = dispatcher.scheduler.status(record.request_id, now)
         if place is not None:
-            body["status"] = WAITING_FOR_CAPACITY if place.waiting_for_capacity else QUEUED
+            body["status"] = WAITING_FOR_CAPACITY if place.held else QUEUED
             body["queue_position"] = place.position
             estimate = place.estimated_start_s - now
             body["estimated_start_in_s"] = round(estimate, 3) if estimate != float("inf") else None

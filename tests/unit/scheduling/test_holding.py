@@ -34,7 +34,7 @@ def test_a_request_for_a_model_at_zero_is_held_not_refused() -> None:
     assert scheduler.schedule(now=1).dispatches == ()
     assert scheduler.held_requests() == {"embed": 1}
     status = scheduler.status(held.request_id, now=1)
-    assert status is not None and status.waiting_for_capacity
+    assert status is not None and status.held
     assert status.estimated_start_s == pytest.approx(1 + COLD_START_S)  # no replica starting: now + cold start
 
 
@@ -117,7 +117,7 @@ def test_a_held_request_expires_at_its_deadline_marked_cold_not_at_its_ttft_obje
     assert scheduler.schedule(now=5).expired == ()  # far past its TTFT objective: still held
     assert scheduler.next_deadline_s() == pytest.approx(10)
     expired = scheduler.schedule(now=10.2).expired
-    assert [e.request_id for e in expired] == [held.request_id] and expired[0].cold
+    assert [e.request_id for e in expired] == [held.request_id] and expired[0].held
     assert expired[0].late_by_s == pytest.approx(0.2)
     assert expired[0].ready_in_s == pytest.approx(COLD_START_S)  # nothing started: still a whole cold start
     assert scheduler.admission.in_flight("t") == 0
@@ -132,7 +132,7 @@ def test_a_request_that_expires_after_its_model_woke_is_not_marked_cold() -> Non
     _embed_ready(scheduler)
     assert [d.request_id for d in scheduler.schedule(now=5).dispatches] == [hog.request_id]
     expired = scheduler.schedule(now=11).expired
-    assert [e.request_id for e in expired] == [waiting.request_id] and not expired[0].cold
+    assert [e.request_id for e in expired] == [waiting.request_id] and not expired[0].held
 
 
 def test_held_requests_still_take_the_tenants_quotas() -> None:
