@@ -6,9 +6,10 @@ the policy's snapshot (``snapshot.py``) with the replica counts, calls
 load, unload, drain: ``replicas.py``). Every decision is counted in
 ``shunter_capacity_decisions_total`` and sets ``shunter_capacity_desired_replicas``; every one
 that changes something (or starts being held back by a cap), each operator change and each
-override's expiry is an audit-log entry. A second job checks every second for requests held at
-zero (``shunter_capacity_held_requests``) and runs a decision at once, so a cold model starts
-without waiting out the period. A tick whose gateways all fail to answer decides nothing.
+override's expiry is an audit-log entry. When a model may scale to zero, a second job checks
+every second for requests held at zero (``shunter_capacity_held_requests``) and runs a decision
+at once, so a cold model starts without waiting out the period. A tick whose gateways all fail
+to answer decides nothing.
 
 Operators change bounds (``set_bounds``) and add expiring overrides (``override``); both are
 held in memory (a restart returns to ``capacity.yaml``) and audited with actor and reason.
@@ -91,8 +92,9 @@ class CapacityController:
         self._scheduler = BackgroundScheduler(daemon=True)
         self._scheduler.add_job(self.run_once, "interval", seconds=self.config.period_s, id="capacity",
                                 max_instances=1, coalesce=True)
-        self._scheduler.add_job(self._check_held, "interval", seconds=HELD_CHECK_S, id="capacity-held",
-                                max_instances=1, coalesce=True)
+        if any(policy.scale_to_zero for policy in self.config.models.values()):
+            self._scheduler.add_job(self._check_held, "interval", seconds=HELD_CHECK_S, id="capacity-held",
+                                    max_instances=1, coalesce=True)
         self._scheduler.start()
 
     def stop(self) -> None:
