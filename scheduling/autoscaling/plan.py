@@ -78,6 +78,8 @@ def plan_model(model: str, snapshot: Snapshot, config: AutoscalingConfig, demand
     chosen = held or allocate(options, demand.tokens_per_s, required, limits)
     numbers["coverage"] = min(chosen.coverage, 1e9)
     reason = _reason(numbers, which, current, signals.held_requests, held is not None)
+    if reason is Reason.TOKEN_WORK and _minimums_bind(options, chosen, demand.tokens_per_s):
+        reason = Reason.MIN_REPLICAS
     capped = chosen.capped
     if capped is None and demand_factor < 1.0 - _EPS:
         capped = Reason.TENANT_CAP
@@ -141,6 +143,13 @@ def _hold(options: list[PoolOption], pools: Mapping[PoolModel, PoolSignals], dem
         return None
     coverage = capacity / demand_tokens_per_s
     return Allocation(MappingProxyType(counts), coverage, None)
+
+
+def _minimums_bind(options: list[PoolOption], chosen: Allocation, demand_tokens_per_s: float) -> bool:
+    """The warm minimums alone carry the demand and the allocation is just them."""
+    minimums = sum(o.min_replicas for o in options)
+    return (minimums > 0 and sum(chosen.replicas.values()) == minimums
+            and sum(o.min_replicas * o.tokens_per_s for o in options) >= demand_tokens_per_s)
 
 
 def _reason(numbers: Mapping[str, float], latency_which: str, current: int, held_requests: int, steady: bool) -> Reason:

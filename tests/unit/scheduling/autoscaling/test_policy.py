@@ -43,7 +43,7 @@ def test_scale_up_is_limited_per_step_but_several_at_once() -> None:
 def test_never_below_min_and_hold_within_tolerance() -> None:
     cfg = config([target(min_replicas=2)])
     (d,), _ = decide(snapshot(load(0.0), PoolSignals(KEY, ready=2)), cfg, ControllerState(), 0.0)
-    assert d.desired == 2 and d.action is Action.HOLD
+    assert d.desired == 2 and d.action is Action.HOLD and d.reason is Reason.MIN_REPLICAS
     per = _one_replica_tokens()
     (d,), _ = decide(snapshot(load(3.05 * per), PoolSignals(KEY, ready=3)), config([target()]), ControllerState(), 0)
     assert d.desired == 3 and d.reason is Reason.STEADY
