@@ -170,3 +170,17 @@ class AdminClient:
         if subject is not None:
             params["subject"] = subject
         return self._call("GET", "/admin/v1/audit", params=params)
+
+    # ---- capacity (``shunter scale``) -------------------------------------------------------------
+
+    def capacity_status(self) -> dict[str, Any]:
+        return self._call("GET", "/admin/v1/capacity")
+
+    def set_capacity(self, model: str, pool: str, min_replicas: int, max_replicas: int,
+                     reason: str = "") -> dict[str, Any]:
+        body = {"min_replicas": min_replicas, "max_replicas": max_replicas, "reason": reason}
+        return self._call("PUT", f"/admin/v1/capacity/{_segment(model)}/{_segment(pool)}", body=body)
+
+    def override_capacity(self, model: str, pool: str, replicas: int, for_s: float, reason: str) -> dict[str, Any]:
+        body = {"replicas": replicas, "for_s": for_s, "reason": reason}
+        return self._call("POST", f"/admin/v1/capacity/{_segment(model)}/{_segment(pool)}/override", body=body)

@@ -1,7 +1,8 @@
 """``shunter sim``: the trace-driven simulator's commands (registered by ``cli.main``).
 
 Each command writes JSON, Markdown and PNG files under ``--out`` and prints its headline figures;
-``shunter sim all`` runs every experiment of ``docs/simulation.md``. The simulator's experiments
+``shunter sim all`` runs every experiment of ``docs/simulation.md`` (and ``autoscale``, of
+``docs/autoscaling.md``). The simulator's experiments
 (``simulator.suite``, with numpy, scipy and matplotlib behind it) are imported when a command runs,
 so other ``shunter`` commands do not load them.
 """
@@ -124,6 +125,22 @@ def speed(out: Out = DEFAULT_OUT, pool: Pool = "h100:16", policy: str = "shunter
     _show("speed", headline)
 
 
+@sim_app.command()
+def autoscale(out: Out = DEFAULT_OUT, gpu: Annotated[str, typer.Option(help="GPU type of the pool")] = "a10",
+              day_s: Annotated[float, typer.Option(min=600, help="simulated seconds that play the 24 h day")] = 7200.0,
+              peak_replicas: Annotated[int, typer.Option(min=1, max=64, help="replicas the diurnal peak needs")] = 8,
+              traces_dir: Traces = DEFAULT_TRACES_DIR, seed: Seed = 0) -> None:
+    """One day with a 10x diurnal swing and a 3x spike: static peak, static mean, request-rate HPA, shunter."""
+    from simulator.perf.hardware import GPUS
+
+    if gpu not in GPUS:
+        raise typer.BadParameter(f"unknown GPU type {gpu!r}; known: {', '.join(GPUS)}", param_hint="--gpu")
+    suite = _suite()
+    with _progress(5, "autoscale") as on_run:
+        headline = suite.autoscale(out, gpu, day_s, peak_replicas, traces_dir, seed, on_run)
+    _show("autoscale", {k: v for k, v in headline.items() if k not in ("policies", "spec")})
+
+
 @sim_app.command("all")
 def all_command(out: Out = DEFAULT_OUT, traces_dir: Traces = DEFAULT_TRACES_DIR, seed: Seed = 0) -> None:
     """Every experiment with its default arguments (several minutes on one core)."""
@@ -133,3 +150,4 @@ def all_command(out: Out = DEFAULT_OUT, traces_dir: Traces = DEFAULT_TRACES_DIR,
     noisy(out, traces_dir=traces_dir, seed=seed)
     plan(out, traces_dir=traces_dir, seed=seed)
     sweep_command(out, traces_dir=traces_dir, seed=seed)
+    autoscale(out, traces_dir=traces_dir, seed=seed)

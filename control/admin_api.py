@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from control.artifacts import ArtifactStoreError
+from control.capacity.controller import CapacityError
 from control.control_plane import ControlPlane
 from control.deployer import DeployError
 from control.errors import ControlError
@@ -94,7 +95,7 @@ def error_response(exc: ControlError) -> JSONResponse:
 def error_status(exc: ControlError) -> tuple[int, str]:
     """The one mapping of the control plane's errors (``control/errors.py``) to (HTTP status, code)."""
     match exc:
-        case ControlApiError() | RolloutError() | HousekeepingError():
+        case ControlApiError() | RolloutError() | HousekeepingError() | CapacityError():
             return exc.status, exc.code
         case IntegrityError() | DeployError():
             return 422, exc.code

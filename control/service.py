@@ -14,10 +14,14 @@ from typing import Annotated, Any
 import httpx
 from fastapi import Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from control.admin_api import ControlApiError, error_response
 from control.admin_api import router as admin_router
+from control.capacity.api import router as capacity_router
+from control.capacity.controller import CapacityController
+from control.capacity.replicas import ReplicaSet
 from control.control_plane import ControlPlane
 from control.errors import ControlError
 from control.key_admin import router as key_router
@@ -27,8 +31,10 @@ from settings.stack import StackConfig
 
 def create_control_app(config: StackConfig, supervisor: Supervisor, admin_token: str,
                        plane: ControlPlane | None = None,
-                       gateways: Callable[[], list[dict[str, Any]]] | None = None) -> FastAPI:
-    """The admin app; ``gateways`` lists the gateway processes the local stack runs."""
+                       gateways: Callable[[], list[dict[str, Any]]] | None = None,
+                       replicas: ReplicaSet | None = None, capacity: CapacityController | None = None) -> FastAPI:
+    """The admin app; ``gateways`` lists the gateway processes the local stack runs; ``replicas``
+    and ``capacity`` serve the capacity routes (``control/capacity/api.py``) and ``/metrics``."""
     app = FastAPI(title="Shunter control", docs_url=None, redoc_url=None)
 
     def require_admin(authorization: Annotated[str, Header()] = "") -> None:
@@ -52,12 +58,22 @@ def create_control_app(config: StackConfig, supervisor: Supervisor, admin_token:
         app.state.control_plane = plane
         app.include_router(admin_router, dependencies=[Depends(require_admin)])
         app.include_router(key_router, dependencies=[Depends(require_admin)])
+    app.state.replicas, app.state.capacity = replicas, capacity
+    app.include_router(capacity_router, dependencies=[Depends(require_admin)])
+
+    @app.get("/metrics", include_in_schema=False)
+    def metrics() -> Response:
+        """The capacity controller's series (none without a controller), for Prometheus / KEDA."""
+        if capacity is None:
+            return Response(b"", media_type=CONTENT_TYPE_LATEST)
+        capacity.refresh_metrics()
+        return Response(generate_latest(capacity.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/admin/v1/workers", dependencies=[Depends(require_admin)])
     def workers() -> list[dict[str, Any]]:
         rows = []
         with httpx.Client(timeout=2.0) as client:
-            for worker in supervisor.workers:
+            for worker in list(supervisor.workers):
                 address = worker.address
                 rows.append({
                     "name": address.name, "pool": address.pool, "gpu_type": address.gpu_type,

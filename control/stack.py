@@ -24,6 +24,8 @@ import httpx
 import uvicorn
 
 from control.assets.build import build_artifacts
+from control.capacity.controller import CapacityController
+from control.capacity.replicas import LiveAddresses, ReplicaSet
 from control.control_plane import ControlPlane
 from control.errors import ControlError
 from control.redis_server import LocalRedis
@@ -31,10 +33,12 @@ from control.redis_server import answers as redis_answers
 from control.repository import render_repository
 from control.service import create_control_app
 from control.supervisor import Supervisor
-from control.triton_runtime import resolve_runtime
+from control.triton_runtime import TritonRuntime, resolve_runtime
 from scheduling.scheduler import Policy
+from settings.capacity import load_capacity
 from settings.gateway import load_gateway_settings
 from settings.paths import StackPaths, admin_token
+from settings.scheduling import load_scheduling
 from settings.stack import StackConfig, load_stack_config
 
 
@@ -80,6 +84,8 @@ class LocalStack:
         self.gateways: list[subprocess.Popen[bytes]] = []
         self.redis: LocalRedis | None = None
         self.plane: ControlPlane | None = None
+        self.replicas: ReplicaSet | None = None
+        self.capacity: CapacityController | None = None
         # With several gateways on one port, each also listens on a port of its own, so that
         # control can reach every one (rollouts wait for each to apply new routing).
         self.direct_ports = [free_port() for _ in range(listen.gateways)] if listen.gateways > 1 else []
@@ -113,17 +119,35 @@ class LocalStack:
             self.supervisor = Supervisor(config, runtime, self.paths.repository, self.paths.logs)
             self.supervisor.start()
             self.plane.mark_served_ready()
+            self._open_capacity(config, runtime)
             self._start_control(config)
             self._start_redis()
             self._start_gateways()
             self.plane.start_analysis()
+            if self.capacity is not None:
+                self.capacity.start()
         except BaseException:
             self.stop()
             raise
 
+    def _open_capacity(self, config: StackConfig, runtime: TritonRuntime) -> None:
+        """The replica set over the supervisor's workers and, when ``capacity.yaml`` controls some
+        (pool, model), the capacity controller (started once the gateways are up)."""
+        assert self.supervisor is not None and self.plane is not None
+        capacity = load_capacity(self.paths.capacity_file, config, load_scheduling(self.paths.scheduling_file, config))
+        settings = self.plane.settings.replicas
+        deployer = self.plane.deployer
+        self.replicas = ReplicaSet(config, capacity.slots, self.supervisor, runtime, self.paths.repository,
+                                   self.paths.logs, settings, lambda model: deployer.served.get(model, frozenset()))
+        deployer.workers = LiveAddresses(self.replicas)
+        if settings.enabled and capacity.policy.targets:
+            self.capacity = CapacityController(capacity, config, self.replicas, self.gateway_urls,
+                                               self.plane.registry, settings)
+
     def _start_control(self, config: StackConfig) -> None:
         assert self.supervisor is not None
-        app = create_control_app(config, self.supervisor, admin_token(self.paths), self.plane, self.gateway_rows)
+        app = create_control_app(config, self.supervisor, admin_token(self.paths), self.plane, self.gateway_rows,
+                                 self.replicas, self.capacity)
         server_config = uvicorn.Config(app, host="127.0.0.1", port=self.listen.control_port,
                                        log_level="warning", lifespan="off")
         self._control = uvicorn.Server(server_config)
@@ -153,6 +177,8 @@ class LocalStack:
                 for i, (process, url) in enumerate(zip(self.gateways, self.gateway_urls, strict=False))]
 
     def stop(self) -> None:
+        if self.capacity is not None:
+            self.capacity.stop()
         for process in self.gateways:
             stop_process(process)
         if self.redis is not None:
@@ -163,6 +189,8 @@ class LocalStack:
             self._control.should_exit = True
             if self._control_thread is not None:
                 self._control_thread.join(timeout=10)
+        if self.replicas is not None:
+            self.replicas.close()
         if self.supervisor is not None:
             self.supervisor.stop()
 

@@ -3,6 +3,8 @@
 ``load(address, model)`` asks the worker to (re)load ``model`` from the repository, which loads
 the versions its rendered version policy lists and unloads the others; Triton keeps serving the
 versions it already had until the reload succeeds, and a failed reload leaves them loaded.
+``unload`` removes a model from one worker (the requests in flight on it finish; ``loaded``
+tells when it is gone).
 ``ready_versions`` reads the repository index. ``warm_request`` sends one real inference to one
 version (a sample input per workload kind), so the first user request does not pay for lazy
 initialisation; for an LLM it asks for a single token over a gRPC stream. Every call is bounded.
@@ -55,6 +57,31 @@ def load(address: WorkerAddress, model: str, timeout_s: float) -> None:
                                  "(the traceback is in the worker's log)") from exc
     finally:
         client.close()
+
+
+def unload(address: WorkerAddress, model: str, timeout_s: float) -> None:
+    """Ask the worker to unload ``model``; Triton lets the requests in flight on it finish first
+    (poll ``loaded`` to see when it is gone). Raise TritonControlError on failure."""
+    client = _http(address, timeout_s)
+    try:
+        client.unload_model(model)
+    except InferenceServerException as exc:
+        raise TritonControlError(f"worker {address.name}: unloading {model} failed: {exc.message()}") from exc
+    finally:
+        client.close()
+
+
+def loaded(address: WorkerAddress, model: str, timeout_s: float = 5.0) -> bool:
+    """Whether any version of ``model`` is READY or still UNLOADING on the worker (False when the
+    worker does not answer: nothing can run there)."""
+    client = _http(address, timeout_s)
+    try:
+        index = client.get_model_repository_index()
+    except (InferenceServerException, OSError):
+        return False
+    finally:
+        client.close()
+    return any(e.get("name") == model and e.get("state") in ("READY", "UNLOADING", "LOADING") for e in index)
 
 
 def ready_versions(address: WorkerAddress, model: str, timeout_s: float = 5.0) -> set[int]:

@@ -9,7 +9,7 @@ added by the context middleware.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -17,11 +17,13 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from gateway.capacity import CapacityPlan
 from gateway.composition import GatewaySetup, TransportFactory, running
 from gateway.context import RequestContextMiddleware, request_context
 from gateway.errors import GatewayError, InvalidRequestError, UnprocessableError
 from gateway.idempotency import IdempotencyMiddleware
 from gateway.metrics import GatewayMetrics
+from gateway.replicas import replicas_url
 from gateway.responses import JSONResponse
 from gateway.routes import health, kserve, openai, requests, rerank
 from gateway.tokenization import LlmTokenizer, TextTokenizer
@@ -29,18 +31,19 @@ from gateway.transport.protocol import Transport
 from gateway.transport.triton.transport import TritonTransport
 from scheduling.outcomes import Outcome
 from scheduling.scheduler import Policy
+from settings.capacity import load_capacity
 from settings.gateway import load_gateway_settings
 from settings.paths import StackPaths
 from settings.scheduling import load_scheduling
 from settings.stack import StackConfig, WorkloadKind, load_stack_config
 from settings.tenants import load_tenants
-from settings.workers import worker_addresses
+from settings.workers import WorkerAddress, worker_addresses
 
 
-def triton_transport(config: StackConfig, poll_interval_s: float) -> Transport:
-    """The production transport: a gRPC client per configured Triton worker."""
+def triton_transport(config: StackConfig, addresses: Sequence[WorkerAddress], poll_interval_s: float) -> Transport:
+    """The production transport: a gRPC client per Triton worker slot (``addresses``)."""
     llm_models = frozenset(m.name for m in config.models if m.kind is WorkloadKind.LLM)
-    return TritonTransport.connect(worker_addresses(config), poll_interval_s, llm_models)
+    return TritonTransport.connect(addresses, poll_interval_s, llm_models)
 
 
 def load_tokenizers(config: StackConfig, paths: StackPaths) -> tuple[dict[str, LlmTokenizer], dict[str, TextTokenizer]]:
@@ -117,17 +120,22 @@ def create_app(paths: StackPaths, poll_interval_s: float = 1.0, policy: Policy |
     config = load_stack_config(paths.pools_file, paths.models_file)
     scheduling = load_scheduling(paths.scheduling_file, config, policy)
     llm_tokenizers, text_tokenizers = load_tokenizers(config, paths)
+    settings = load_gateway_settings(paths.gateway_file)
+    capacity = load_capacity(paths.capacity_file, config, scheduling)
     setup = GatewaySetup(
         config=config, scheduling=scheduling, tenants=load_tenants(paths.tenants_file),
-        settings=load_gateway_settings(paths.gateway_file), llm_tokenizers=llm_tokenizers,
+        settings=settings, llm_tokenizers=llm_tokenizers,
         text_tokenizers=text_tokenizers, metrics=GatewayMetrics(),
-        profiles={pool.name: scheduling.profile_of(pool.profile_name) for pool in config.pools})
+        profiles={pool.name: scheduling.profile_of(pool.profile_name) for pool in config.pools},
+        capacity=CapacityPlan.build(config, capacity.policy, settings.cold_start_s),
+        addresses=tuple(worker_addresses(config, capacity.slots)))
     routing_url = f"{control_url.rstrip('/')}/admin/v1/routing" if control_url is not None else None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with running(setup, transport, poll_interval_s, routing_url,
-                           lambda: paths.admin_token_file.read_text().strip()) as gateway:
+                           lambda: paths.admin_token_file.read_text().strip(),
+                           replicas_url(control_url) if control_url is not None else None) as gateway:
             app.state.gateway = gateway
             yield
 

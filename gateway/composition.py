@@ -4,7 +4,9 @@
 the routes take the part they use, not this. ``running(setup, ...)`` is the composition: the
 workers' transport, the state store (embedded, or shared with the other gateways of the fleet),
 the scheduler and its driver, admission with the fleet's quotas, the fair-share sync, and the
-routing poller of the control plane.
+routing and replicas pollers of the control plane. Placement sees the workers through control's
+replica states when it has them (``replicas.gate_views``); models that may scale to zero hold
+their requests at zero (``capacity.CapacityPlan``).
 """
 
 from __future__ import annotations
@@ -12,19 +14,21 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, replace
 
 from starlette.requests import HTTPConnection
 
 from gateway.admission import AdmissionAdapter
+from gateway.capacity import CapacityPlan, CapacitySignals
 from gateway.catalog import ModelCatalog
 from gateway.dispatcher import Dispatcher
 from gateway.fair_share import FairShareSync
 from gateway.fleet_quotas import FleetQuotas
 from gateway.metrics import GatewayMetrics
 from gateway.periodic import start_periodic, stop
+from gateway.replicas import ReplicasPoller, gate_views
 from gateway.request_status import RequestStatusStore
 from gateway.routing import RoutingPoller, RoutingTable
 from gateway.state_store.factory import open_state_store
@@ -33,12 +37,15 @@ from gateway.tokenization import LlmTokenizer, TextTokenizer
 from gateway.transport.protocol import Transport
 from scheduling.capacity import CapacityProfile
 from scheduling.scheduler import build_scheduler
+from settings.capacity_wire import ReplicasDocument
 from settings.gateway import GatewaySettings
 from settings.scheduling import SchedulingSettings
 from settings.stack import StackConfig
 from settings.tenants import TenantDirectory
+from settings.workers import WorkerAddress
 
-TransportFactory = Callable[[StackConfig, float], Transport]
+TransportFactory = Callable[[StackConfig, Sequence[WorkerAddress], float], Transport]
+"""Makes the workers' transport: the stack, every replica slot's address, the readiness poll interval."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,8 @@ class Gateway:
     store: StateStore
     settings: GatewaySettings
     gateway_id: str
+    capacity: CapacityPlan
+    replicas: ReplicasPoller | None = None  # control's replica states (None: no control URL given)
 
 
 @dataclass(frozen=True)
@@ -68,6 +77,8 @@ class GatewaySetup:
     text_tokenizers: dict[str, TextTokenizer]
     profiles: dict[str, CapacityProfile]  # by pool name
     metrics: GatewayMetrics
+    capacity: CapacityPlan
+    addresses: tuple[WorkerAddress, ...]  # every replica slot of every pool
 
 
 _background: set[asyncio.Future[None]] = set()
@@ -93,7 +104,8 @@ def new_gateway_id() -> str:
 
 @asynccontextmanager
 async def running(setup: GatewaySetup, transport: TransportFactory, poll_interval_s: float,
-                  routing_url: str | None, admin_token: Callable[[], str]) -> AsyncIterator[Gateway]:
+                  routing_url: str | None, admin_token: Callable[[], str],
+                  replicas_url: str | None = None) -> AsyncIterator[Gateway]:
     """Build and start every part; stop them in reverse order on exit."""
     settings, metrics = setup.settings, setup.metrics
     async with AsyncExitStack() as parts:
@@ -101,7 +113,10 @@ async def running(setup: GatewaySetup, transport: TransportFactory, poll_interva
         store = open_state_store(settings.state_store, settings.store_timeout_s)
         await store.start()
         parts.push_async_callback(store.close)
-        workers = transport(setup.config, poll_interval_s)
+        workers = transport(setup.config, setup.addresses, poll_interval_s)
+        replicas = (ReplicasPoller(replicas_url, admin_token(), settings.replicas_poll_interval_s,
+                                   stale_after_s=settings.replicas_stale_after_s)
+                    if replicas_url is not None else None)
         shared = store if settings.shared else None
         scheduler_config = setup.scheduling.scheduler
         if shared is not None:  # counters shared: a tenant between requests keeps its fleet-wide counter
@@ -109,7 +124,13 @@ async def running(setup: GatewaySetup, transport: TransportFactory, poll_interva
         scheduler = build_scheduler(scheduler_config, setup.scheduling.limits)
         statuses = RequestStatusStore(gateway=gateway_id, shared=shared, ttl_s=settings.status_ttl_s,
                                       flush_interval_s=settings.status_flush_interval_s)
-        dispatcher = Dispatcher(scheduler, workers, metrics, statuses, lambda: workers.views(setup.profiles))
+        def document() -> ReplicasDocument | None:
+            return replicas.document if replicas is not None else None
+
+        dispatcher = Dispatcher(scheduler, workers, metrics, statuses,
+                                lambda: gate_views(workers.views(setup.profiles), document()),
+                                cold_starts=lambda now: setup.capacity.cold_starts(document(), now),
+                                signals=CapacitySignals(metrics, setup.capacity))
         quotas = (FleetQuotas(store, metrics, settings.quota_lease_s, flush_interval_s=settings.status_flush_interval_s)
                   if shared is not None else None)
         if quotas is not None:
@@ -120,7 +141,12 @@ async def running(setup: GatewaySetup, transport: TransportFactory, poll_interva
             models=ModelCatalog(setup.config, workers, setup.llm_tokenizers, setup.text_tokenizers),
             tenants=setup.tenants, transport=workers, dispatcher=dispatcher,
             admission=AdmissionAdapter(dispatcher, setup.scheduling.slo, routing, quotas), routing=routing,
-            scheduling=setup.scheduling, metrics=metrics, store=store, settings=settings, gateway_id=gateway_id)
+            scheduling=setup.scheduling, metrics=metrics, store=store, settings=settings, gateway_id=gateway_id,
+            capacity=setup.capacity, replicas=replicas)
+        if replicas is not None:  # before the first views: a starting replica never takes work
+            await replicas.start()
+            parts.push_async_callback(replicas.close)
+            replicas.on_change.append(dispatcher.refresh_workers)
         await workers.start()
         parts.push_async_callback(workers.close)
         workers.on_refresh.append(dispatcher.refresh_workers)

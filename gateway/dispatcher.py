@@ -8,6 +8,13 @@ disconnected: it leaves the queue at once). The handler ends the ticket exactly 
 ``finish(ending, generated_tokens)`` or ``finishing()``; that frees the worker's budget and wakes
 the driver. The ticket names the worker by id; the handler calls it through the ``Transport``.
 
+A model that may scale to zero (``cold_starts``: the core's ``ColdStart`` per such model, asked on
+every worker refresh) holds its requests while no worker is ready for it: their status reads
+``waiting_for_capacity``, a deadline that comes first gives 504 ``model_cold`` (with
+``Retry-After``: the predicted ready time), and one before the predicted ready time is refused
+503 ``model_cold`` at admission. ``signals`` counts arrivals for the capacity controller and
+publishes its gauges when ``/metrics`` is read (``gateway/capacity.py``).
+
 Each admission runs a scheduling pass at once; the driver task runs one on every finish and
 worker update, and otherwise at the earliest queued deadline, so expiry is late by no more than
 the event loop's latency.
@@ -18,18 +25,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.capacity import CapacitySignals
 from gateway.errors import ClientClosedError, DeadlineExceededError, GatewayError, UnavailableError, rejection_error
 from gateway.metrics import GatewayMetrics
 from gateway.outcomes import CANCELLED, COMPLETED, INTERNAL_FAILURE, Ending
 from gateway.request_status import RequestStatusStore
 from gateway.transport.protocol import Transport
 from scheduling.fair_queue import TIERS_IN_ORDER
-from scheduling.outcomes import Dispatch, Rejected, SchedulePlan
+from scheduling.holding import ColdStart
+from scheduling.outcomes import Admitted, Dispatch, Expired, Rejected, SchedulePlan
 from scheduling.requests import Request
 from scheduling.scheduler import Scheduler
 from scheduling.workers import WorkerView
@@ -86,13 +96,17 @@ class Ticket:
 class Dispatcher:
     def __init__(self, scheduler: Scheduler, transport: Transport, metrics: GatewayMetrics,
                  statuses: RequestStatusStore, views: Callable[[], list[WorkerView]],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 cold_starts: Callable[[float], list[ColdStart]] | None = None,
+                 signals: CapacitySignals | None = None) -> None:
         self.scheduler = scheduler
         self.transport = transport
         self.metrics = metrics
         self.statuses = statuses
         self._views = views
         self.clock = clock
+        self._cold_starts = cold_starts
+        self.signals = signals
         self._waiting: dict[str, asyncio.Future[Dispatch]] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -118,6 +132,8 @@ class Dispatcher:
         """Give the core the workers' current views (readiness, live KV) and wake the driver."""
         views = self._views()
         self.scheduler.update_workers(views)
+        if self._cold_starts is not None:
+            self.scheduler.update_cold_starts(self._cold_starts(self.clock()))
         for view in views:
             if view.kv_total_tokens is not None:
                 self.metrics.worker_kv_tokens.labels(view.worker_id, "total").set(view.kv_total_tokens)
@@ -132,9 +148,13 @@ class Dispatcher:
         """Wait for ``request``'s turn; see the module docstring."""
         self.statuses.queued(request)
         self.metrics.version_holders.labels(request.model, str(request.model_version)).inc()
+        if self.signals is not None:
+            self.signals.arrived(request)
         decision = self.scheduler.submit(request, self.clock())
         if isinstance(decision, Rejected):
             raise self._rejected(request, decision)
+        if isinstance(decision, Admitted) and decision.held:
+            self.statuses.waiting_for_capacity(request.request_id)
         future: asyncio.Future[Dispatch] = asyncio.get_running_loop().create_future()
         self._waiting[request.request_id] = future
         self._schedule_now()
@@ -163,7 +183,8 @@ class Dispatcher:
         if not self.transport.has_worker(dispatch.worker_id):
             raise self._worker_gone(request, dispatch.worker_id)
         self.statuses.dispatched(dispatch, dispatch.worker_id)
-        self.metrics.queue_wait_s.labels(request.model, request.tier.value).observe(dispatch.queue_wait_s)
+        wait = self.metrics.queue_wait_s.labels(request.model, request.tier.value, dispatch.pool)
+        wait.observe(dispatch.queue_wait_s)
         self.metrics.in_flight.labels(request.model).inc()
         return Ticket(request, dispatch, self)
 
@@ -194,7 +215,7 @@ class Dispatcher:
     def _ended(self, request: Request, ending: Ending, generated_tokens: int = 0) -> None:
         self.metrics.version_holders.labels(request.model, str(request.model_version)).dec()
         self.statuses.finished(request.request_id, ending.label)
-        self.metrics.outcomes.labels(request.tier.value, ending.outcome.value).inc()
+        self.metrics.outcomes.labels(request.tier.value, request.model, ending.outcome.value).inc()
         for callback in self.on_ended:
             callback(request, generated_tokens)
 
@@ -240,9 +261,7 @@ class Dispatcher:
             else:
                 future.set_result(dispatch)
         for expired in plan.expired:
-            self._fail(expired.request_id, DeadlineExceededError(
-                f"the request waited past its deadline (by {expired.late_by_s * 1000:.0f} ms) before a "
-                "worker could take it", code="deadline_exceeded"))
+            self._fail(expired.request_id, _expired_error(expired))
         for shed in plan.shed:
             self._fail(shed.request_id, rejection_error(shed))
         if self.clock() - self._depth_updated_s >= DEPTH_INTERVAL_S:
@@ -260,3 +279,16 @@ class Dispatcher:
             depth[queued.tier] += 1
         for tier, count in depth.items():
             self.metrics.queue_depth.labels(tier.value).set(count)
+
+
+def _expired_error(expired: Expired) -> GatewayError:
+    """504 for a request whose deadline passed in the queue: ``model_cold`` (retry when the model
+    should be ready) when it was held for a cold start, else ``deadline_exceeded``."""
+    late_ms = expired.late_by_s * 1000
+    if expired.held:
+        retry_s = max(1, math.ceil(expired.ready_in_s)) if expired.ready_in_s is not None else None
+        return DeadlineExceededError(
+            f"the request waited past its deadline (by {late_ms:.0f} ms) for its model to start from zero "
+            "replicas", code="model_cold", retry_after_s=retry_s)
+    return DeadlineExceededError(f"the request waited past its deadline (by {late_ms:.0f} ms) before a "
+                                 "worker could take it", code="deadline_exceeded")

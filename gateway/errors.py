@@ -17,7 +17,8 @@
 
 Every error carries the ``Ending`` (outcome and code) that metrics and the state store record.
 ``rejection_error`` maps the scheduler's ``Rejected`` decisions into this tree: the tenant's own
-quotas and tier shedding are 429, capacity (no worker, predicted SLO miss, full queue) 503, a
+quotas and tier shedding are 429, capacity (no worker, a cold model, predicted SLO miss, full
+queue) 503, a
 request no GPU type can hold 400, residency 403; each with the reason code and its signals in the
 message and ``Retry-After`` from the scheduler's estimate.
 The body is OpenAI's: ``{"error": {"type", "code", "message", "param"}}``; on the KServe v2 routes
@@ -129,6 +130,7 @@ _REJECTION_CLASSES: dict[RejectReason, type[GatewayError]] = {
     RejectReason.PREDICTED_SLO_MISS: UnavailableError,
     RejectReason.QUEUE_FULL: UnavailableError,
     RejectReason.NO_WORKER: UnavailableError,
+    RejectReason.MODEL_COLD: UnavailableError,
     RejectReason.TOO_LARGE: InvalidRequestError,
     RejectReason.RESIDENCY: PermissionDeniedError,
 }
@@ -140,6 +142,7 @@ _REJECTION_TEXT = {
     RejectReason.PREDICTED_SLO_MISS: "the request could not start before its deadline",
     RejectReason.QUEUE_FULL: "the gateway's queue is full",
     RejectReason.NO_WORKER: "no ready worker serves this model",
+    RejectReason.MODEL_COLD: "the model is scaled to zero and would not be ready before the request's deadline",
     RejectReason.TOO_LARGE: "the request is larger than any worker or quota allows",
     RejectReason.RESIDENCY: "this model is not served in a region your tenant allows",
 }

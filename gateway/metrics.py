@@ -23,13 +23,13 @@ class GatewayMetrics:
                                     "Time from request to last byte", ["route", "model"],
                                     buckets=_LATENCY_BUCKETS_S, registry=r)
         self.ttft_s = Histogram("shunter_time_to_first_token_seconds",
-                                "Time from admission to first streamed token", ["model", "tier"],
+                                "Time from admission to first streamed token", ["model", "tier", "pool"],
                                 buckets=_LATENCY_BUCKETS_S, registry=r)
         self.queue_wait_s = Histogram("shunter_queue_wait_seconds",
-                                      "Time from admission to dispatch to a worker", ["model", "tier"],
+                                      "Time from admission to dispatch to a worker", ["model", "tier", "pool"],
                                       buckets=_LATENCY_BUCKETS_S, registry=r)
-        self.outcomes = Counter("shunter_scheduled_outcomes", "Outcomes of scheduled requests by tier",
-                                ["tier", "outcome"], registry=r)
+        self.outcomes = Counter("shunter_scheduled_outcomes", "Outcomes of scheduled requests by tier and model",
+                                ["tier", "model", "outcome"], registry=r)
         self.rejections = Counter("shunter_admission_rejections", "Admission rejections by tier and reason",
                                   ["tier", "reason"], registry=r)
         self.weighted_service = Gauge("shunter_tenant_weighted_service_tokens",
@@ -75,3 +75,19 @@ class GatewayMetrics:
         self.worker_streams = Gauge("shunter_worker_generation_streams",
                                     "gRPC generation streams per worker: opened since start (opened), idle now (idle)",
                                     ["worker", "state"], registry=r)
+        self._capacity_signals(r)
+
+    def _capacity_signals(self, r: CollectorRegistry) -> None:
+        """What control's capacity controller reads (``gateway/capacity.py``)."""
+        self.capacity_pending_tokens = Gauge(
+            "shunter_capacity_pending_tokens", "Queued requests' cost tokens (kind: prompt | output, their max "
+            "output), split over the pools that may serve them", ["pool", "model", "kind"], registry=r)
+        self.capacity_inflight_tokens = Gauge(
+            "shunter_capacity_inflight_tokens", "Dispatched, unfinished requests' prompt + max output cost tokens",
+            ["pool", "model"], registry=r)
+        self.capacity_held_requests = Gauge(
+            "shunter_capacity_held_requests", "Requests held in the queue for a cold start (model at zero)",
+            ["model"], registry=r)
+        self.capacity_arrived_tokens = Counter(
+            "shunter_capacity_arrived_tokens", "Cost tokens of requests that reached admission, by kind",
+            ["model", "kind"], registry=r)

@@ -24,6 +24,7 @@ from scheduling.outcomes import Dispatch
 from scheduling.requests import Request
 
 FLUSH_BATCH = 1000
+QUEUED, WAITING_FOR_CAPACITY = "queued", "waiting_for_capacity"  # the statuses of a request not yet running
 
 
 class RequestStatusStore:
@@ -55,6 +56,13 @@ class RequestStatusStore:
         if len(self._records) > self._capacity:
             dropped, _ = self._records.popitem(last=False)
             self._dirty.discard(dropped)
+
+    def waiting_for_capacity(self, request_id: str) -> None:
+        """The request is held until its model, at zero replicas, has a ready worker."""
+        record = self._records.get(request_id)
+        if record is not None and record.outcome is None:
+            record.status = WAITING_FOR_CAPACITY
+            self._changed(request_id)
 
     def dispatched(self, dispatch: Dispatch, worker: str) -> None:
         record = self._records.get(dispatch.request_id)

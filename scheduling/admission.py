@@ -9,6 +9,8 @@ meet its SLO is refused now rather than failed later), and overload
 shedding in tier order: each tier has a largest predicted wait it accepts (batch the smallest,
 premium none), and since a lower tier's wait includes every higher band's backlog, batch is shed
 first, then standard, then premium.
+A request held for a cold start (``holding``) is checked against the tenant's quotas only
+(``check_held``): its wait is the cold start, which no TTFT objective or shedding limit measures.
 ``Retry-After`` is computed from the bucket deficit or the predicted wait.
 """
 
@@ -74,6 +76,16 @@ class AdmissionControl:
                 return rejected
         if self.config.reject_predicted_misses:
             rejected = self._check_wait(request, estimate, now)
+            if rejected is not None:
+                return rejected
+        self._take(request, now)
+        return None
+
+    def check_held(self, request: Request, now: float) -> Rejected | None:
+        """Admission of a request held for a cold start: the tenant's quotas only (then they are
+        taken); its deadline against the ready time is ``holding.refuse_hold``'s."""
+        if self.config.enforce_quotas:
+            rejected = self._check_quotas(request, now)
             if rejected is not None:
                 return rejected
         self._take(request, now)

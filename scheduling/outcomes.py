@@ -30,6 +30,7 @@ class RejectReason(StrEnum):
     RESIDENCY = "residency"
     TOO_LARGE = "too_large"
     QUEUE_FULL = "queue_full"
+    MODEL_COLD = "model_cold"  # the model is at zero replicas and its deadline comes before it is ready
 
     @property
     def is_quota(self) -> bool:
@@ -40,10 +41,12 @@ class RejectReason(StrEnum):
 
 @dataclass(frozen=True)
 class Admitted:
-    """The request joined the queue; ``predicted_wait_s`` is the estimate it was admitted on."""
+    """The request joined the queue; ``predicted_wait_s`` is the estimate it was admitted on;
+    ``held``: it waits for a cold start (its model has no ready worker, ``holding``)."""
 
     request_id: str
     predicted_wait_s: float
+    held: bool = False
 
 
 @dataclass(frozen=True)
@@ -75,10 +78,14 @@ class Dispatch:
 
 @dataclass(frozen=True)
 class Expired:
-    """``request_id`` passed its deadline while queued; it was never sent to a worker."""
+    """``request_id`` passed its deadline while queued; it was never sent to a worker. ``held``:
+    it was held for a cold start that did not finish in time (``holding``), and the model is
+    predicted ready in ``ready_in_s``."""
 
     request_id: str
     late_by_s: float
+    held: bool = False
+    ready_in_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -92,7 +99,10 @@ class SchedulePlan:
 
 @dataclass(frozen=True)
 class QueueStatus:
-    """Where a queued request stands: its place in service order and when it should start."""
+    """Where a queued request stands: its place in service order and when it should start;
+    ``held``: it waits until its model has a ready worker (``holding``; the gateway's status
+    ``waiting_for_capacity``)."""
 
     position: int
     estimated_start_s: float
+    held: bool = False

@@ -23,6 +23,11 @@ the objective minus the fastest feasible worker's prefill time, and at dispatch 
 predicted first token on the chosen worker falls past the objective expires instead of being
 sent (capacity under overload goes to requests that can still meet their SLO). A request that
 could never meet the objective is served best effort, bounded by its deadline only.
+
+Held for capacity (``holding``): a model the driver gave a ``ColdStart`` (``update_cold_starts``)
+that has no ready worker queues its requests as held instead of refusing them ``no_worker``:
+bound by their deadline only, refused ``model_cold`` at once when the deadline comes before the
+predicted ready time, dispatched by the first pass after a worker is ready for the model.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from scheduling.admission import AdmissionConfig, AdmissionControl
 from scheduling.endpoint import Endpoint
 from scheduling.fair_queue import TIERS_IN_ORDER, FairQueue, lane_of
 from scheduling.fifo_queue import FifoQueue
+from scheduling.holding import ColdStart, refuse_hold
 from scheduling.outcomes import (
     Admission,
     Admitted,
@@ -110,6 +116,7 @@ class Scheduler:
         self._shed: list[Rejected] = []
         self._late: list[Expired] = []
         self._expire_at_ttft = fair and config.expire_at_ttft
+        self.cold_starts: dict[str, ColdStart] = {}
 
     # -- workers ---------------------------------------------------------------------------------
     def update_workers(self, views: Iterable[WorkerView]) -> None:
@@ -117,6 +124,23 @@ class Scheduler:
         self.views = {view.worker_id: view for view in views}
         for worker_id in self.views:
             self.loads.setdefault(worker_id, WorkerLoad())
+
+    def update_cold_starts(self, cold_starts: Iterable[ColdStart]) -> None:
+        """Replace the models that may be at zero replicas (their requests are held while no
+        worker is ready for them) and their predicted cold starts."""
+        self.cold_starts = {cold.model: cold for cold in cold_starts}
+
+    def is_cold(self, model: str) -> bool:
+        """Whether ``model`` may scale to zero and no worker is ready for it now (requests held)."""
+        return model in self.cold_starts and not any(model in view.ready_models for view in self.views.values())
+
+    def held_requests(self) -> dict[str, int]:
+        """Queued requests held for a cold start, per model (models with none are absent)."""
+        held: dict[str, int] = {}
+        for request in self.queue.queued():
+            if self.is_cold(request.model):
+                held[request.model] = held.get(request.model, 0) + 1
+        return held
 
     def rate(self, worker_id: str, model: str) -> ServiceRate:
         key = (worker_id, model)
@@ -146,6 +170,8 @@ class Scheduler:
         """Admit ``request`` into the queue, or reject it with the reason and its signals."""
         if request.request_id in self.queue or request.request_id in self.in_flight:
             raise ValueError(f"request {request.request_id} was already submitted")
+        if self.is_cold(request.model):
+            return self._hold(request, self.cold_starts[request.model], now)
         feasible = self.placement.feasible(request, self.endpoints(request.model, now))
         if isinstance(feasible, RejectReason):
             retry = NO_WORKER_RETRY_S if feasible is RejectReason.NO_WORKER else None
@@ -160,6 +186,19 @@ class Scheduler:
                             {"queued": float(len(self.queue)), "max_queued": float(self.config.max_queued)})
         self._enqueue(request, estimate.service_s, feasible)
         return Admitted(request.request_id, estimate.predicted_wait_s)
+
+    def _hold(self, request: Request, cold: ColdStart, now: float) -> Admission:
+        """Admit ``request`` held for its model's cold start, or refuse it (``holding``)."""
+        rejected = refuse_hold(request, cold, now) or self.admission.check_held(request, now)
+        if rejected is not None:
+            return rejected
+        ready_in_s = cold.ready_at_s(now) - now
+        if len(self.queue) >= self.config.max_queued and not self._make_room(request, now):
+            self.admission.release(request, request.cost_tokens, now)
+            return Rejected(request.request_id, RejectReason.QUEUE_FULL, ready_in_s,
+                            {"queued": float(len(self.queue)), "max_queued": float(self.config.max_queued)})
+        self._enqueue(request, float("inf"), ())  # no TTFT expiry: a cold start cannot meet it
+        return Admitted(request.request_id, ready_in_s, held=True)
 
     def _make_room(self, request: Request, now: float) -> bool:
         """Shed the newest queued request of the lowest tier below ``request``'s (fair policy only)."""
@@ -240,9 +279,16 @@ class Scheduler:
         expired: list[Expired] = []
         while self._deadlines and self._deadlines[0][0] <= now:
             deadline_s, request_id = heapq.heappop(self._deadlines)
-            if self._dequeue(request_id, now) is not None:
-                expired.append(Expired(request_id, now - deadline_s))
+            request = self._dequeue(request_id, now)
+            if request is not None:
+                expired.append(self._expired(request, now - deadline_s, now))
         return expired
+
+    def _expired(self, request: Request, late_by_s: float, now: float) -> Expired:
+        if not self.is_cold(request.model):
+            return Expired(request.request_id, late_by_s)
+        ready_in_s = self.cold_starts[request.model].ready_at_s(now) - now
+        return Expired(request.request_id, late_by_s, held=True, ready_in_s=ready_in_s)
 
     def next_deadline_s(self) -> float | None:
         """The earliest deadline among queued requests (the driver wakes then at the latest)."""
@@ -292,6 +338,9 @@ class Scheduler:
         if target is None:
             return None
         ahead = [r for r in ordered[: ordered.index(target)] if r.model == target.model]
+        if self.is_cold(target.model):
+            ready_at_s = self.cold_starts[target.model].ready_at_s(now)
+            return QueueStatus(position=len(ahead), estimated_start_s=ready_at_s, held=True)
         wait = self.predictor.start_wait_behind(target, ahead, self.endpoints(target.model, now))
         return QueueStatus(position=len(ahead), estimated_start_s=now + wait.predicted_wait_s)
 

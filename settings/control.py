@@ -37,6 +37,26 @@ class CanarySettings(StrictModel):
                 "window_s": self.window_s}
 
 
+class ReplicaSettings(StrictModel):
+    """How control's capacity controller starts, warms and drains replicas
+    (``control/capacity/replicas.py``); the policy's own settings are in ``capacity.yaml``.
+
+    ``drain_grace_s``: how long a replica marked draining keeps its models loaded before they are
+    unloaded, so that every gateway has polled the replicas document (about once a second) and
+    stopped placing on it; then in-flight requests finish (bounded by ``drain_timeout_s``).
+    ``default_boot_s`` / ``default_load_s``: predicted process boot and model load+warm times
+    until the first measured ones."""
+
+    enabled: bool = True
+    drain_grace_s: Annotated[float, Field(ge=0, le=60)] = 3.0
+    drain_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 120.0
+    load_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 240.0
+    default_boot_s: Annotated[float, Field(ge=0, le=3600)] = 3.0
+    default_load_s: Annotated[float, Field(ge=0, le=3600)] = 5.0
+    gateway_timeout_s: Annotated[float, Field(gt=0, le=60)] = 2.0
+    error_budget: Annotated[float, Field(gt=0, lt=1)] = 0.01  # 1 - attainment objective, for burn rates
+
+
 class ControlSettings(StrictModel):
     registry_url: str = "sqlite:///registry.db"
     artifact_store: str = "store"
@@ -45,6 +65,7 @@ class ControlSettings(StrictModel):
     local_signing_key: Path = Path("keys/local-build.key")
     rollout: RolloutSettings = RolloutSettings()
     canary: CanarySettings = CanarySettings()
+    replicas: ReplicaSettings = ReplicaSettings()
 
     def resolved(self, state_dir: Path) -> ControlSettings:
         """Relative paths (and a relative SQLite file or local store) made absolute under ``state_dir``."""

@@ -3,7 +3,8 @@
 ``state_store`` is ``embedded`` (in the gateway process: the default, one gateway, nothing to
 install) or a Redis URL (``redis://127.0.0.1:6379/0``), which every gateway of the stack shares;
 with ``start_redis`` the local stack starts a ``redis-server`` for a loopback URL when none
-answers there. An absent file gives the defaults.
+answers there. The ``replicas_*`` and ``cold_start_s`` fields tune the gateway's side of autoscaling.
+An absent file gives the defaults.
 """
 
 from __future__ import annotations
@@ -31,6 +32,12 @@ class GatewaySettings(StrictModel):
     fair_share_lift_grace_s: Annotated[float, Field(ge=0, le=3600)] = 2.0
     status_flush_interval_s: Annotated[float, Field(gt=0, le=10)] = 0.02
     quota_lease_s: Seconds = 900.0
+    # Autoscaling (gateway/replicas.py, gateway/capacity.py): control's replicas document is polled this
+    # often and trusted this long after its last answer (then the gateway routes on Triton readiness
+    # alone); cold_start_s predicts a model's start from zero when control gives no prediction.
+    replicas_poll_interval_s: Annotated[float, Field(gt=0, le=60)] = 1.0
+    replicas_stale_after_s: Annotated[float, Field(gt=0, le=600)] = 5.0
+    cold_start_s: Annotated[float, Field(ge=0, le=3600)] = 10.0
 
     @field_validator("state_store")
     @classmethod

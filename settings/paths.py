@@ -32,6 +32,10 @@ class StackPaths:
         return self.config_dir / "scheduling.yaml"
 
     @property
+    def capacity_file(self) -> Path:
+        return self.config_dir / "capacity.yaml"
+
+    @property
     def control_file(self) -> Path:
         return self.config_dir / "control.yaml"
 

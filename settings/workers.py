@@ -4,6 +4,7 @@ control's supervisor starts. Worker ``i`` of a pool listens on ``base_port + 3*i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from settings.stack import PoolSpec, StackConfig
@@ -28,9 +29,11 @@ class WorkerAddress:
         return f"{self.pool}-{self.index}"
 
 
-def worker_addresses(config: StackConfig) -> list[WorkerAddress]:
-    """Every worker of every pool, in pool order."""
-    return [_address(pool, i) for pool in config.pools for i in range(pool.workers)]
+def worker_addresses(config: StackConfig, slots: Mapping[str, int] | None = None) -> list[WorkerAddress]:
+    """Every worker of every pool, in pool order: ``pool.workers`` of each, or with ``slots`` (pool ->
+    worker slots, ``settings.capacity.CapacitySettings.slots``) every slot a pool may have."""
+    counts = slots or {}
+    return [_address(pool, i) for pool in config.pools for i in range(counts.get(pool.name, pool.workers))]
 
 
 def _address(pool: PoolSpec, index: int) -> WorkerAddress:

@@ -165,3 +165,15 @@ def speed(out: Path, pool: str = "h100:16", policy: str = "shunter", traces_dir:
                 "events": result.events}
     write_json(out / "speed.json", headline)
     return headline
+
+
+def autoscale(out: Path, gpu: str = "a10", day_s: float = 7200.0, peak_replicas: int = 8,
+              traces_dir: Path = DEFAULT_TRACES_DIR, seed: int = 0, on_run: OnRun = _none) -> dict[str, Any]:
+    """One day (10x diurnal swing, unannounced 3x spike) under static peak, static mean, a
+    request-rate HPA and ``shunter`` (``simulator.autoscale_day``; docs/autoscaling.md)."""
+    from simulator.autoscale_day import DaySpec, run_day
+    from simulator.autoscale_report import write
+
+    spec = DaySpec(gpu=gpu, day_s=day_s, peak_replicas=peak_replicas, seed=seed)
+    curve, capacity, results = run_day(load_azure("conv", traces_dir), spec, progress=on_run)
+    return write(out, spec, curve, capacity, results)

@@ -170,7 +170,8 @@ async def sse_stream(
             if chunk.text and not first_token_seen:
                 first_token_seen = True
                 ttft_s = gateway.dispatcher.clock() - call.ticket.request.arrival_s
-                gateway.metrics.ttft_s.labels(call.model.name, call.tenant.tier.value).observe(ttft_s)
+                gateway.metrics.ttft_s.labels(call.model.name, call.tenant.tier.value,
+                                              call.ticket.dispatch.pool).observe(ttft_s)
                 context.ttft_s = ttft_s
             if chunk.text or chunk.finish_reason is not None:
                 yield sse(make_chunk(chunk))

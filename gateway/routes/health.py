@@ -1,5 +1,5 @@
-"""Liveness, readiness (every served model has a ready worker; the state store shown) and Prometheus
-metrics."""
+"""Liveness, readiness (every served model has a ready worker, but a model that may scale to zero;
+the state store shown) and Prometheus metrics."""
 
 from __future__ import annotations
 
@@ -15,10 +15,13 @@ router = APIRouter()
 
 
 def _readiness(request: Request) -> tuple[bool, dict[str, bool]]:
+    """Whether every served model has a ready worker (a model that may scale to zero need not: its
+    requests are held until it has one), and each model's readiness."""
     gateway = gateway_of(request)
     ready = gateway.transport.ready_models()
     models = {m.name: m.name in ready for m in gateway.models.served_models()}
-    return bool(models) and all(models.values()), models
+    required = [ok for name, ok in models.items() if name not in gateway.capacity.scale_to_zero]
+    return bool(models) and all(required), models
 
 
 @router.get("/healthz")
@@ -28,8 +31,8 @@ async def healthz() -> Any:
 
 @router.get("/readyz")
 async def readyz(request: Request) -> Any:
-    """Ready while every served model has a ready worker; the state store's health is shown, not
-    required (without it the gateway serves from its own view)."""
+    """Ready while every served model has a ready worker (but a model that may scale to zero); the
+    state store's health is shown, not required (without it the gateway serves from its own view)."""
     ok, models = _readiness(request)
     gateway = gateway_of(request)
     store = {"name": gateway.store.name, "healthy": gateway.store.healthy, "shared": gateway.settings.shared}
@@ -57,6 +60,8 @@ async def metrics(request: Request) -> Response:
     gateway = gateway_of(request)
     metrics = gateway.metrics
     metrics.state_store_up.labels(gateway.store.name).set(gateway.store.healthy)
+    if gateway.dispatcher.signals is not None:  # the capacity controller's gauges, exact at each scrape
+        gateway.dispatcher.signals.publish(gateway.dispatcher.scheduler)
     for worker in gateway.transport.workers():
         for model in worker.models:
             metrics.worker_ready.labels(worker.name, model).set(model in worker.ready_models)

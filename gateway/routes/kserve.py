@@ -113,5 +113,6 @@ async def model_version_metadata(name: str, version: str, request: Request, tena
 @router.get("/models/{name}/ready")
 async def model_ready(name: str, request: Request, tenant: TenantDep) -> Response:
     gateway, spec, _ = _resolve(request, tenant, name, None, set())
-    ready = spec.name in gateway.transport.ready_models()
+    # a model that may scale to zero takes requests at zero too (they are held for its cold start)
+    ready = spec.name in gateway.transport.ready_models() or spec.name in gateway.capacity.scale_to_zero
     return Response(status_code=200 if ready else 400)

@@ -1,5 +1,6 @@
 """``GET /v1/requests/{id}``: a request's status, queue position and estimated start while queued,
-its outcome after, from whichever gateway of the fleet holds it; only the tenant that sent it can
+its outcome after, from whichever gateway of the fleet holds it; ``waiting_for_capacity`` while it is
+held for its model's cold start (``scheduling.holding``); only the tenant that sent it can
 see it (to anyone else it does not exist).
 ``GET /v1/requests?status=queued`` lists the tenant's own newest requests (at most ``limit``)."""
 
@@ -13,6 +14,7 @@ from gateway.auth import authenticate
 from gateway.composition import gateway_of
 from gateway.dispatcher import Dispatcher
 from gateway.errors import NotFoundError
+from gateway.request_status import QUEUED, WAITING_FOR_CAPACITY
 from gateway.responses import JSONResponse
 from gateway.state_store.protocol import RequestRecord
 from scheduling.tenants import Tenant
@@ -41,10 +43,11 @@ async def list_requests(request: Request, tenant: Annotated[Tenant, Depends(auth
 
 def _describe(dispatcher: Dispatcher, record: RequestRecord) -> dict[str, Any]:
     body = record.public()
-    if record.status == "queued":
+    if record.status in (QUEUED, WAITING_FOR_CAPACITY):
         now = dispatcher.clock()
         place = dispatcher.scheduler.status(record.request_id, now)
         if place is not None:
+            body["status"] = WAITING_FOR_CAPACITY if place.held else QUEUED
             body["queue_position"] = place.position
             estimate = place.estimated_start_s - now
             body["estimated_start_in_s"] = round(estimate, 3) if estimate != float("inf") else None

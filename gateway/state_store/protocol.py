@@ -48,7 +48,7 @@ class RequestRecord:
     model: str
     tier: str
     created: int  # unix seconds
-    status: str = "queued"  # queued | running | the outcome (completed, rejected, expired, cancelled, failed)
+    status: str = "queued"  # queued | waiting_for_capacity | running | the outcome (completed, rejected, ...)
     outcome: str | None = None  # the outcome label, e.g. ``rejected(rate_limited)``
     pool: str | None = None
     worker: str | None = None

@@ -1,7 +1,8 @@
 """Triton workers: one gRPC client each, their readiness and live KV.
 
-``WorkerPool`` keeps a ``tritonclient.grpc.aio`` client per worker (HTTP/2 multiplexes every
-request over it), polls each worker's READY model versions every ``poll_interval_s`` (one
+``WorkerPool`` keeps a ``tritonclient.grpc.aio`` client per worker slot (every worker a pool may
+have when autoscaling, ``settings.workers.worker_addresses``; HTTP/2 multiplexes every request over
+it), polls each worker's READY model versions every ``poll_interval_s`` (one
 repository-index call, bounded by a per-call timeout) and, on workers serving an LLM, the
 engine's live KV pool from Triton's metrics port (``shunter_llm_kv_blocks_*``, where the engine
 reports them). ``views`` turns that into the scheduling core's ``WorkerView``s; the core decides
@@ -28,6 +29,12 @@ from scheduling.workers import WorkerView
 from settings.workers import WorkerAddress
 
 _GRPC_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# A replica slot with no process yet (autoscaling) is polled like the others: gRPC's default
+# reconnect backoff grows towards 120 s, which hides a replica that starts later (measured here: a
+# slot polled dead for 3 min was seen 11 s after its server started; with this cap, 1 s). At most
+# 1 s between attempts, so a started replica is seen within about one readiness poll.
+_RECONNECT_BACKOFF = [("grpc.initial_reconnect_backoff_ms", 250), ("grpc.min_reconnect_backoff_ms", 250),
+                      ("grpc.max_reconnect_backoff_ms", 1000)]
 
 
 @dataclass
@@ -62,7 +69,8 @@ class WorkerPool:
     def connect(cls, addresses: Sequence[WorkerAddress], poll_interval_s: float = 1.0,
                 llm_models: frozenset[str] = frozenset()) -> WorkerPool:
         options = [("grpc.max_send_message_length", _GRPC_MAX_MESSAGE_BYTES),
-                   ("grpc.max_receive_message_length", _GRPC_MAX_MESSAGE_BYTES)]
+                   ("grpc.max_receive_message_length", _GRPC_MAX_MESSAGE_BYTES),
+                   *_RECONNECT_BACKOFF]
         workers = [
             Worker(a, grpcclient.InferenceServerClient(f"{a.host}:{a.grpc_port}", channel_args=options))
             for a in addresses

@@ -3,7 +3,7 @@ the workers replaced by ``FakeTransport``; requests go through httpx's ASGI tran
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 import httpx
@@ -14,6 +14,7 @@ from gateway.app import create_app
 from gateway.composition import Gateway
 from settings.paths import StackPaths
 from settings.stack import StackConfig
+from settings.workers import WorkerAddress
 from tests.unit.gateway.fake_transport import FakeTransport
 
 PREMIUM = {"Authorization": "Bearer demo-premium-key"}
@@ -41,8 +42,8 @@ class InProcessGateway:
 async def gw(artifacts_dir: object) -> AsyncIterator[InProcessGateway]:
     fakes: list[FakeTransport] = []
 
-    def transport(config: StackConfig, poll_interval_s: float) -> FakeTransport:
-        fakes.append(FakeTransport(config))
+    def transport(config: StackConfig, addresses: Sequence[WorkerAddress], poll_interval_s: float) -> FakeTransport:
+        fakes.append(FakeTransport(config, addresses=list(addresses)))
         return fakes[-1]
 
     app = create_app(StackPaths(), transport=transport)

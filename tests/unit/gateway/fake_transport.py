@@ -5,7 +5,10 @@ Workers come from the real stack configuration. Batched models answer with deter
 computed from their inputs (an embedding is a function of the text, a rerank score of the pair),
 LLMs with a scripted list of chunks; ``gate`` holds every call until it is set, so tests can fill
 a worker and watch the queue; ``fail_with`` makes the next calls raise a taxonomy error; every
-call and every cancelled generation is recorded.
+call and every cancelled generation is recorded. ``addresses`` (default: the configured workers)
+may name more replica slots; ``down`` lists workers with nothing ready (a stopped slot; at first
+every slot past the configured workers),
+``unloaded`` models loaded nowhere (scaled to zero).
 """
 
 from __future__ import annotations
@@ -63,9 +66,15 @@ class FakeTransport:
     tensor_calls: list[tuple[str, str, int]] = field(default_factory=list)
     generations: list[Generation] = field(default_factory=list)
     started: bool = False
+    addresses: list[WorkerAddress] = field(default_factory=list)
+    down: set[str] = field(default_factory=set)
+    unloaded: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        self.addresses: list[WorkerAddress] = worker_addresses(self.config)
+        configured = worker_addresses(self.config)
+        self.addresses = self.addresses or configured
+        # slots past a pool's configured workers have no process until control starts one
+        self.down |= {a.name for a in self.addresses} - {a.name for a in configured}
         self.gate.set()
         if not self.chunks:
             self.script_text(["Paris", " is", " the", " capital."])
@@ -86,15 +95,15 @@ class FakeTransport:
             callback()
 
     def _ready_versions(self, address: WorkerAddress) -> dict[str, frozenset[int]]:
-        if not self.ready:
+        if not self.ready or address.name in self.down:
             return {}
         versions = {m.name: frozenset({m.version}) | self.extra_versions.get(m.name, frozenset())
                     for m in self.config.models}
-        return {model: versions[model] for model in address.models}
+        return {model: versions[model] for model in address.models if model not in self.unloaded}
 
     def views(self, profiles: Mapping[str, CapacityProfile]) -> list[WorkerView]:
-        return [WorkerView(a.name, a.pool, a.region, profiles[a.pool], self._ready_versions(a), healthy=self.ready)
-                for a in self.addresses]
+        return [WorkerView(a.name, a.pool, a.region, profiles[a.pool], ready, healthy=bool(ready))
+                for a in self.addresses for ready in [self._ready_versions(a)]]
 
     def served_models(self) -> set[str]:
         return {m for a in self.addresses for m in a.models}
