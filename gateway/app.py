@@ -9,7 +9,7 @@ added by the context middleware.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -17,11 +17,13 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from gateway.body_limit import BodyLimitMiddleware
 from gateway.composition import GatewaySetup, TransportFactory, running
 from gateway.context import RequestContextMiddleware, request_context
 from gateway.errors import GatewayError, InvalidRequestError, UnprocessableError
 from gateway.idempotency import IdempotencyMiddleware
 from gateway.metrics import GatewayMetrics
+from gateway.metrics_access import MetricsAccessMiddleware
 from gateway.responses import JSONResponse
 from gateway.routes import health, kserve, openai, requests, rerank
 from gateway.tokenization import LlmTokenizer, TextTokenizer
@@ -29,7 +31,8 @@ from gateway.transport.protocol import Transport
 from gateway.transport.triton.transport import TritonTransport
 from scheduling.outcomes import Outcome
 from scheduling.scheduler import Policy
-from settings.gateway import load_gateway_settings
+from settings.base import ConfigError
+from settings.gateway import GatewaySettings, load_gateway_settings
 from settings.paths import StackPaths
 from settings.scheduling import load_scheduling
 from settings.stack import StackConfig, WorkloadKind, load_stack_config
@@ -56,11 +59,11 @@ def load_tokenizers(config: StackConfig, paths: StackPaths) -> tuple[dict[str, L
     return llm, text
 
 
-def _error_response(request: Request, error: GatewayError) -> JSONResponse:
+def _error_response(request: Request, error: GatewayError, headers: Mapping[str, str] | None = None) -> JSONResponse:
     request_context(request).ending = error.ending
     kserve = request.url.path.startswith("/v2/")
     body = error.kserve_body() if kserve else error.body()
-    return JSONResponse(body, status_code=error.status, headers=error.headers())
+    return JSONResponse(body, status_code=error.status, headers={**error.headers(), **(headers or {})})
 
 
 _TYPE_TAGS = {"str", "int", "float", "bool", "dict", "list", "none"}
@@ -97,7 +100,7 @@ def _install_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, StarletteHTTPException)
         error = GatewayError(str(exc.detail), code=f"http_{exc.status_code}")
         error.status, error.type, error.outcome = exc.status_code, "invalid_request_error", Outcome.REJECTED
-        return _error_response(request, error)
+        return _error_response(request, error, exc.headers)  # a 405 carries Allow
 
     async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
         return _error_response(request, GatewayError("internal error; the request id identifies it"))
@@ -135,6 +138,26 @@ def create_app(paths: StackPaths, poll_interval_s: float = 1.0, policy: Policy |
     for module in (openai, rerank, kserve, requests, health):
         app.include_router(module.router)
     _install_error_handlers(app)
+    settings = setup.settings
     app.add_middleware(IdempotencyMiddleware)
-    app.add_middleware(RequestContextMiddleware, metrics=setup.metrics)
+    app.add_middleware(BodyLimitMiddleware, authenticate=setup.tenants.authenticate, settings=settings)
+    metrics_address = settings.metrics_address
+    app.add_middleware(MetricsAccessMiddleware, token=_metrics_token(paths, settings),
+                       metrics_port=metrics_address[1] if metrics_address else None)
+    app.add_middleware(RequestContextMiddleware, metrics=setup.metrics,
+                       known_models=[m.name for m in config.models])
     return app
+
+
+def _metrics_token(paths: StackPaths, settings: GatewaySettings) -> str | None:
+    """The bearer token that ``/metrics`` requires, read once (None: open)."""
+    if settings.metrics_token_file is None:
+        return None
+    path = paths.config_dir / settings.metrics_token_file  # an absolute path stays as it is
+    try:
+        token = path.read_text().strip()
+    except OSError as exc:
+        raise ConfigError(f"{paths.gateway_file}: metrics_token_file: cannot read {path}: {exc}") from exc
+    if not token:
+        raise ConfigError(f"{paths.gateway_file}: metrics_token_file: {path} is empty")
+    return token

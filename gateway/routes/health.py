@@ -38,13 +38,15 @@ async def readyz(request: Request) -> Any:
 
 
 @router.get("/v2/health/ready")
-async def v2_ready(request: Request) -> Response:
-    return Response(status_code=200 if _readiness(request)[0] else 400)
+async def v2_ready(request: Request) -> Any:
+    """KServe v2 server readiness: 200 when ready, else 400 (what tritonclient checks), with a body."""
+    ready = _readiness(request)[0]
+    return JSONResponse({"ready": ready}, status_code=200 if ready else 400)
 
 
 @router.get("/v2/health/live")
-async def v2_live() -> Response:
-    return Response(status_code=200)
+async def v2_live() -> Any:
+    return JSONResponse({"live": True})
 
 
 @router.get("/v2")

@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from gateway.auth import authenticate
 from gateway.composition import Gateway, gateway_of
 from gateway.context import request_context
-from gateway.errors import InvalidRequestError, ModelNotFoundError, PayloadTooLargeError
+from gateway.errors import InvalidRequestError, ModelNotFoundError
 from gateway.kserve_codec import decode_request, encode_response
 from gateway.responses import JSONResponse
 from gateway.routing import version_for
@@ -24,7 +24,6 @@ from settings.stack import ModelSpec, WorkloadKind
 
 router = APIRouter(prefix="/v2")
 TenantDep = Annotated[Tenant, Depends(authenticate)]
-MAX_BODY_BYTES = 64 * 1024 * 1024
 BATCHED_KINDS = {WorkloadKind.EMBEDDING, WorkloadKind.RERANK, WorkloadKind.VISION, WorkloadKind.TABULAR}
 HEADER_LENGTH = "inference-header-content-length"
 
@@ -47,9 +46,7 @@ def _resolve(request: Request, tenant: Tenant, name: str, version: str | None,
 
 
 async def _read_body(request: Request) -> tuple[bytes, int | None]:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise PayloadTooLargeError(f"request body over {MAX_BODY_BYTES} bytes")
+    """The body (its size already bounded by ``max_kserve_body_bytes``, gateway/body_limit.py)."""
     if request.headers.get("content-encoding", "identity") not in ("identity", ""):
         raise InvalidRequestError("compressed request bodies are not supported", param="content-encoding")
     body = await request.body()
@@ -114,4 +111,4 @@ async def model_version_metadata(name: str, version: str, request: Request, tena
 async def model_ready(name: str, request: Request, tenant: TenantDep) -> Response:
     gateway, spec, _ = _resolve(request, tenant, name, None, set())
     ready = spec.name in gateway.transport.ready_models()
-    return Response(status_code=200 if ready else 400)
+    return JSONResponse({"name": spec.name, "ready": ready}, status_code=200 if ready else 400)
