@@ -75,15 +75,35 @@ def _is_field(part: object) -> bool:
     return text != "body" and text.lower() not in _TYPE_TAGS and "[" not in text and not text[:1].isupper()
 
 
+# pydantic error types that mean "the right JSON type, a value out of range" (400, not 422)
+_VALUE_ERRORS = frozenset({
+    "greater_than", "greater_than_equal", "less_than", "less_than_equal", "multiple_of", "finite_number",
+    "too_short", "too_long", "string_too_short", "string_too_long", "literal_error", "enum", "invalid_text",
+    "value_error",
+})
+
+
+def _param(error: Mapping[str, Any]) -> str | None:
+    return ".".join(str(part) for part in error.get("loc", ()) if _is_field(part)) or None
+
+
 def _validation_error(exc: RequestValidationError) -> GatewayError:
-    first: dict[str, Any] = exc.errors()[0] if exc.errors() else {}
-    param = ".".join(str(part) for part in first.get("loc", ()) if _is_field(part)) or None
+    """400 for bad JSON, a missing parameter or a value out of range; 422 for a value of the wrong
+    type. Of a union (``str | list[str]``), a value error of any member decides."""
+    errors: list[dict[str, Any]] = list(exc.errors())
+    first: dict[str, Any] = errors[0] if errors else {}
+    param = _param(first)
     if first.get("type") == "json_invalid":
         return InvalidRequestError(f"request body is not valid JSON: {first.get('msg', '')}",
                                    code="invalid_json")
     if first.get("type") == "missing":
         return InvalidRequestError(f"missing required parameter '{param}'", param=param,
                                    code="missing_parameter")
+    same_param = [e for e in errors if _param(e) == param]
+    value_error = next((e for e in same_param if e.get("type") in _VALUE_ERRORS), None)
+    if value_error is not None:
+        return InvalidRequestError(f"invalid value for '{param}': {value_error.get('msg', 'out of range')}",
+                                   param=param, code="invalid_value")
     return UnprocessableError(f"invalid value for '{param}': {first.get('msg', 'wrong type')}", param=param)
 
 

@@ -13,7 +13,7 @@ from sse_starlette import EventSourceResponse
 from starlette.background import BackgroundTask
 
 from gateway.auth import authenticate
-from gateway.batched import run_batched, text_rows
+from gateway.batched import check_inputs, check_request_tokens, run_batched, text_counts, text_rows
 from gateway.composition import Gateway, gateway_of
 from gateway.context import request_context
 from gateway.errors import ContextLengthExceededError, InvalidRequestError
@@ -24,6 +24,7 @@ from gateway.routes.generation import (
     build_generation,
     check_unsupported,
     collect_unless_gone,
+    prompt_tokens,
     sse_stream,
     usage,
 )
@@ -60,7 +61,8 @@ async def _start_call(request: Request, tenant: Tenant, model: ModelSpec,
     an expired deadline is an HTTP status, not an event in a stream."""
     gateway = gateway_of(request)
     check_unsupported(body)
-    generation = build_generation(gateway, model, tenant, prompt, body, max_tokens)
+    tokens = await prompt_tokens(gateway, model, prompt, body)
+    generation = build_generation(gateway, model, tenant, prompt, tokens, body, max_tokens)
     ticket = await gateway.admission.admit(request, tenant, model, generation.prompt_tokens, generation.max_tokens,
                                            prefixes=generation.prefixes)
     return Call(request_context(request).request_id, tenant, model, generation, int(time.time()), ticket,
@@ -79,8 +81,10 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, tenant
     model = _llm(request, tenant, body.model)
     messages = [{"role": "system" if m.role == "developer" else m.role, "content": _message_text(m, i)}
                 for i, m in enumerate(body.messages)]
+    size_chars = sum(len(m["content"]) for m in messages)
     try:
-        prompt = gateway.models.llm_tokenizers[model.name].apply_chat_template(messages)
+        prompt = await gateway.models.offload.run(
+            size_chars, gateway.models.llm_tokenizers[model.name].apply_chat_template, messages)
     except jinja2.TemplateError as exc:  # the model's own template rejects this conversation
         raise InvalidRequestError(f"the model's chat template rejects these messages: {exc}",
                                   param="messages") from exc
@@ -143,12 +147,14 @@ async def embeddings(body: EmbeddingRequest, request: Request, tenant: TenantDep
     texts = as_list(body.input)
     if any(not t for t in texts):
         raise InvalidRequestError("inputs must be non-empty strings", param="input")
-    counts = gateway.models.text_tokenizers[model.name].counts(texts)
+    check_inputs(gateway.settings, len(texts), "input")
+    counts = await text_counts(gateway.models, model, texts)
     too_long = [i for i, n in enumerate(counts) if n > model.context_tokens]
     if too_long:
         raise ContextLengthExceededError(
             f"input {too_long[0]} has {counts[too_long[0]]} tokens; this model takes at most "
             f"{model.context_tokens}", param="input")
+    check_request_tokens(gateway.settings, sum(counts), "input")
     vectors = await _embed(gateway, request, tenant, model, texts, counts)
     if body.dimensions is not None and body.dimensions != vectors.shape[1]:
         raise InvalidRequestError(f"this model has {vectors.shape[1]} dimensions", param="dimensions")

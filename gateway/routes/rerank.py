@@ -8,7 +8,7 @@ import numpy as np
 from fastapi import APIRouter, Depends, Request
 
 from gateway.auth import authenticate
-from gateway.batched import run_batched, text_rows
+from gateway.batched import check_inputs, check_request_tokens, run_batched, text_counts, text_rows
 from gateway.composition import gateway_of
 from gateway.context import request_context
 from gateway.errors import ContextLengthExceededError
@@ -28,12 +28,14 @@ async def rerank(body: RerankRequest, request: Request,
     context.model = body.model
     model = gateway.models.model_for(body.model, {WorkloadKind.RERANK}, tenant)
     documents = [d if isinstance(d, str) else d.text for d in body.documents]
-    counts = gateway.models.text_tokenizers[model.name].counts([body.query, *documents])
+    check_inputs(gateway.settings, len(documents), "documents")
+    counts = await text_counts(gateway.models, model, [body.query, *documents])
     if counts[0] > model.context_tokens:
         raise ContextLengthExceededError(
             f"the query has {counts[0]} tokens; this model takes at most {model.context_tokens}",
             param="query")
     pair_tokens = counts[0] * len(documents) + sum(counts[1:])
+    check_request_tokens(gateway.settings, pair_tokens, "documents")
     result = await run_batched(
         gateway.admission, gateway.transport, request, tenant, model,
         {"query": text_rows([body.query] * len(documents)), "document": text_rows(documents)},
