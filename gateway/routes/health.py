@@ -9,6 +9,7 @@ from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from gateway.composition import gateway_of
+from gateway.openapi import errors, not_ready
 from gateway.responses import JSONResponse
 
 router = APIRouter()
@@ -26,7 +27,7 @@ async def healthz() -> Any:
     return JSONResponse({"status": "ok"})
 
 
-@router.get("/readyz")
+@router.get("/readyz", responses={503: {"description": "Not ready: a served model has no ready worker"}})
 async def readyz(request: Request) -> Any:
     """Ready while every served model has a ready worker; the state store's health is shown, not
     required (without it the gateway serves from its own view)."""
@@ -37,7 +38,7 @@ async def readyz(request: Request) -> Any:
                         status_code=200 if ok else 503)
 
 
-@router.get("/v2/health/ready")
+@router.get("/v2/health/ready", responses=not_ready())
 async def v2_ready(request: Request) -> Any:
     """KServe v2 server readiness: 200 when ready, else 400 (what tritonclient checks), with a body."""
     ready = _readiness(request)[0]
@@ -54,7 +55,7 @@ async def v2_server_metadata() -> Any:
     return JSONResponse({"name": "shunter", "version": "0.1.0", "extensions": ["binary_tensor_data"]})
 
 
-@router.get("/metrics")
+@router.get("/metrics", responses=errors(401, 404))
 async def metrics(request: Request) -> Response:
     gateway = gateway_of(request)
     metrics = gateway.metrics

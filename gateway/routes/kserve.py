@@ -17,6 +17,7 @@ from gateway.composition import Gateway, gateway_of
 from gateway.context import request_context
 from gateway.errors import InvalidRequestError, ModelNotFoundError
 from gateway.kserve_codec import decode_request, encode_response
+from gateway.openapi import INFERENCE, METADATA, READ, kserve_errors, not_ready
 from gateway.responses import JSONResponse
 from gateway.routing import version_for
 from scheduling.tenants import Tenant
@@ -75,12 +76,12 @@ async def _infer(request: Request, tenant: Tenant, name: str, version: str | Non
     return Response(payload, media_type=media, headers=headers)
 
 
-@router.post("/models/{name}/infer")
+@router.post("/models/{name}/infer", responses=kserve_errors(*INFERENCE))
 async def infer(name: str, request: Request, tenant: TenantDep) -> Response:
     return await _infer(request, tenant, name, None)
 
 
-@router.post("/models/{name}/versions/{version}/infer")
+@router.post("/models/{name}/versions/{version}/infer", responses=kserve_errors(*INFERENCE))
 async def infer_version(name: str, version: str, request: Request, tenant: TenantDep) -> Response:
     return await _infer(request, tenant, name, version)
 
@@ -97,17 +98,17 @@ async def _metadata(request: Request, tenant: Tenant, name: str, version: str | 
                            "inputs": tensors("inputs"), "outputs": tensors("outputs")})
 
 
-@router.get("/models/{name}")
+@router.get("/models/{name}", responses=kserve_errors(*METADATA))
 async def model_metadata(name: str, request: Request, tenant: TenantDep) -> Any:
     return await _metadata(request, tenant, name, None)
 
 
-@router.get("/models/{name}/versions/{version}")
+@router.get("/models/{name}/versions/{version}", responses=kserve_errors(*METADATA))
 async def model_version_metadata(name: str, version: str, request: Request, tenant: TenantDep) -> Any:
     return await _metadata(request, tenant, name, version)
 
 
-@router.get("/models/{name}/ready")
+@router.get("/models/{name}/ready", responses={**kserve_errors(*READ, 403, 404, 422), **not_ready()})
 async def model_ready(name: str, request: Request, tenant: TenantDep) -> Response:
     gateway, spec, _ = _resolve(request, tenant, name, None, set())
     ready = spec.name in gateway.transport.ready_models()

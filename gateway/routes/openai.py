@@ -17,6 +17,7 @@ from gateway.batched import check_inputs, check_request_tokens, run_batched, tex
 from gateway.composition import Gateway, gateway_of
 from gateway.context import request_context
 from gateway.errors import ContextLengthExceededError, InvalidRequestError
+from gateway.openapi import INFERENCE, READ, errors, streamed_or_json
 from gateway.outcomes import CANCELLED
 from gateway.responses import JSONResponse
 from gateway.routes.generation import (
@@ -75,7 +76,7 @@ def _event_stream(stream: Any, call: Call) -> EventSourceResponse:
                                background=BackgroundTask(call.ticket.finish, CANCELLED))
 
 
-@router.post("/chat/completions")
+@router.post("/chat/completions", responses={**streamed_or_json(), **errors(*INFERENCE)})
 async def chat_completions(body: ChatCompletionRequest, request: Request, tenant: TenantDep) -> Any:
     gateway = gateway_of(request)
     model = _llm(request, tenant, body.model)
@@ -112,7 +113,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, tenant
     })
 
 
-@router.post("/completions")
+@router.post("/completions", responses={**streamed_or_json(), **errors(*INFERENCE)})
 async def completions(body: CompletionRequest, request: Request, tenant: TenantDep) -> Any:
     if body.echo:
         raise InvalidRequestError("echo is not supported", param="echo")
@@ -139,7 +140,7 @@ async def completions(body: CompletionRequest, request: Request, tenant: TenantD
     })
 
 
-@router.post("/embeddings")
+@router.post("/embeddings", responses=errors(*INFERENCE))
 async def embeddings(body: EmbeddingRequest, request: Request, tenant: TenantDep) -> Any:
     gateway = gateway_of(request)
     request_context(request).model = body.model
@@ -195,7 +196,7 @@ def _encode_vector(vector: np.ndarray, encoding_format: str) -> Any:
     return vector.tolist()
 
 
-@router.get("/models")
+@router.get("/models", responses=errors(*READ))
 async def list_models(request: Request, tenant: TenantDep) -> Any:
     gateway = gateway_of(request)
     models = [m for m in gateway.models.served_models() if tenant.may_use_model(m.name)]

@@ -12,6 +12,7 @@ from gateway.batched import check_inputs, check_request_tokens, run_batched, tex
 from gateway.composition import gateway_of
 from gateway.context import request_context
 from gateway.errors import ContextLengthExceededError
+from gateway.openapi import INFERENCE, errors
 from gateway.responses import JSONResponse
 from gateway.schemas import RerankRequest
 from scheduling.tenants import Tenant
@@ -20,7 +21,7 @@ from settings.stack import WorkloadKind
 router = APIRouter(prefix="/v1")
 
 
-@router.post("/rerank")
+@router.post("/rerank", responses=errors(*INFERENCE))
 async def rerank(body: RerankRequest, request: Request,
                  tenant: Annotated[Tenant, Depends(authenticate)]) -> Any:
     gateway = gateway_of(request)
