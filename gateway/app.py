@@ -31,8 +31,7 @@ from gateway.transport.protocol import Transport
 from gateway.transport.triton.transport import TritonTransport
 from scheduling.outcomes import Outcome
 from scheduling.scheduler import Policy
-from settings.base import ConfigError
-from settings.gateway import GatewaySettings, load_gateway_settings
+from settings.gateway import load_gateway_settings, read_metrics_token
 from settings.paths import StackPaths
 from settings.scheduling import load_scheduling
 from settings.stack import StackConfig, WorkloadKind, load_stack_config
@@ -162,22 +161,9 @@ def create_app(paths: StackPaths, poll_interval_s: float = 1.0, policy: Policy |
     app.add_middleware(IdempotencyMiddleware)
     app.add_middleware(BodyLimitMiddleware, authenticate=setup.tenants.authenticate, settings=settings)
     metrics_address = settings.metrics_address
-    app.add_middleware(MetricsAccessMiddleware, token=_metrics_token(paths, settings),
+    app.add_middleware(MetricsAccessMiddleware, token=read_metrics_token(settings, paths.config_dir),
                        metrics_port=metrics_address[1] if metrics_address else None)
     app.add_middleware(RequestContextMiddleware, metrics=setup.metrics,
                        known_models=[m.name for m in config.models])
     return app
 
-
-def _metrics_token(paths: StackPaths, settings: GatewaySettings) -> str | None:
-    """The bearer token that ``/metrics`` requires, read once (None: open)."""
-    if settings.metrics_token_file is None:
-        return None
-    path = paths.config_dir / settings.metrics_token_file  # an absolute path stays as it is
-    try:
-        token = path.read_text().strip()
-    except OSError as exc:
-        raise ConfigError(f"{paths.gateway_file}: metrics_token_file: cannot read {path}: {exc}") from exc
-    if not token:
-        raise ConfigError(f"{paths.gateway_file}: metrics_token_file: {path} is empty")
-    return token

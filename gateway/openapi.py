@@ -86,6 +86,8 @@ def streamed_or_json() -> dict[int | str, dict[str, Any]]:
 
 def not_ready() -> dict[int | str, dict[str, Any]]:
     """KServe v2 readiness: 400 with ``{"ready": false}`` (and the model's name) when not ready."""
-    return {400: {"description": "Not ready", "content": {"application/json": {"schema": {
-        "type": "object", "properties": {"ready": {"type": "boolean"}, "name": {"type": "string"}},
-        "required": ["ready"]}}}}}
+    readiness = {"type": "object", "properties": {"ready": {"type": "boolean"}, "name": {"type": "string"}},
+                 "required": ["ready"]}
+    error = {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]}
+    return {400: {"description": "Not ready (or a malformed header: the KServe error body)",
+                  "content": {"application/json": {"schema": {"anyOf": [readiness, error]}}}}}

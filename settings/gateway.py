@@ -91,6 +91,21 @@ class GatewaySettings(StrictModel):
         return None
 
 
+def read_metrics_token(settings: GatewaySettings, config_dir: Path) -> str | None:
+    """The bearer token ``/metrics`` requires (``metrics_token_file``, relative to ``config_dir``),
+    or None when it is open; ConfigError if the file cannot be read or is empty."""
+    if settings.metrics_token_file is None:
+        return None
+    path = config_dir / settings.metrics_token_file  # an absolute path stays as it is
+    try:
+        token = path.read_text().strip()
+    except OSError as exc:
+        raise ConfigError(f"gateway.yaml: metrics_token_file: cannot read {path}: {exc}") from exc
+    if not token:
+        raise ConfigError(f"gateway.yaml: metrics_token_file: {path} is empty")
+    return token
+
+
 def load_gateway_settings(path: Path) -> GatewaySettings:
     """Settings from ``path`` (defaults if it does not exist); ConfigError naming the file and field."""
     raw = read_yaml(path) if path.exists() else None
