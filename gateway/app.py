@@ -86,6 +86,10 @@ def _param(error: Mapping[str, Any]) -> str | None:
     return ".".join(str(part) for part in error.get("loc", ()) if _is_field(part)) or None
 
 
+def _within(param: str | None, parent: str | None) -> bool:
+    return param == parent or (param is not None and parent is not None and param.startswith(parent + "."))
+
+
 def _validation_error(exc: RequestValidationError) -> GatewayError:
     """400 for bad JSON, a missing parameter or a value out of range; 422 for a value of the wrong
     type. Of a union (``str | list[str]``), a value error of any member decides."""
@@ -98,11 +102,11 @@ def _validation_error(exc: RequestValidationError) -> GatewayError:
     if first.get("type") == "missing":
         return InvalidRequestError(f"missing required parameter '{param}'", param=param,
                                    code="missing_parameter")
-    same_param = [e for e in errors if _param(e) == param]
-    value_error = next((e for e in same_param if e.get("type") in _VALUE_ERRORS), None)
+    value_error = next((e for e in errors if e.get("type") in _VALUE_ERRORS and _within(_param(e), param)), None)
     if value_error is not None:
-        return InvalidRequestError(f"invalid value for '{param}': {value_error.get('msg', 'out of range')}",
-                                   param=param, code="invalid_value")
+        where = _param(value_error)
+        return InvalidRequestError(f"invalid value for '{where}': {value_error.get('msg', 'out of range')}",
+                                   param=where, code="invalid_value")
     return UnprocessableError(f"invalid value for '{param}': {first.get('msg', 'wrong type')}", param=param)
 
 
