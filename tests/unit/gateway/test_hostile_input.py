@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
+from fastapi import FastAPI
 
 from gateway.app import create_app
 from settings.paths import StackPaths
@@ -165,7 +166,7 @@ async def test_the_openapi_document_lists_each_status_with_the_error_schema(gw: 
     assert infer["413"]["content"]["application/json"]["schema"]["$ref"].endswith("/KServeErrorBody")
 
 
-def _app_with(tmp_path: Path, settings: dict[str, object]) -> Callable[[], tuple[object, list[FakeTransport]]]:
+def _app_with(tmp_path: Path, settings: dict[str, object]) -> Callable[[], tuple[FastAPI, list[FakeTransport]]]:
     shipped = StackPaths()
     config_dir = tmp_path / "config"
     shutil.copytree(shipped.config_dir, config_dir)
@@ -177,20 +178,20 @@ def _app_with(tmp_path: Path, settings: dict[str, object]) -> Callable[[], tuple
         fakes.append(FakeTransport(config))
         return fakes[-1]
 
-    def make() -> tuple[object, list[FakeTransport]]:
+    def make() -> tuple[FastAPI, list[FakeTransport]]:
         return create_app(StackPaths(config_dir=config_dir, state_dir=shipped.state_dir), transport=transport), fakes
 
     return make
 
 
-async def _client(app: object, base_url: str = "http://gateway") -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=base_url, timeout=10.0)  # type: ignore[arg-type]
+async def _client(app: FastAPI, base_url: str = "http://gateway") -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=base_url, timeout=10.0)
 
 
 async def test_input_and_token_limits_are_configurable(tmp_path: Path, artifacts_dir: Path) -> None:
     app, fakes = _app_with(tmp_path, {"max_inputs_per_request": 3, "max_request_tokens": 50,
                                       "max_body_bytes": 64 * 1024})()
-    async with app.router.lifespan_context(app), await _client(app) as client:  # type: ignore[attr-defined]
+    async with app.router.lifespan_context(app), await _client(app) as client:
         many = await client.post("/v1/embeddings", headers=STANDARD, json={"model": "embed", "input": ["a"] * 4})
         _assert_error(many, 400, "too_many_inputs", "input")
         long = await client.post("/v1/embeddings", headers=STANDARD, json={"model": "embed", "input": ["word " * 60]})
@@ -208,7 +209,7 @@ async def test_metrics_can_need_a_token_and_an_address_of_their_own(tmp_path: Pa
     app, _ = _app_with(tmp_path, {"metrics_token_file": str(tmp_path / "metrics.token"),
                                   "metrics_listen": "127.0.0.1:9090"})()
     async with app.router.lifespan_context(app), await _client(app, "http://gateway:9090") as metrics, \
-            await _client(app, "http://gateway:8080") as api:  # type: ignore[attr-defined]
+            await _client(app, "http://gateway:8080") as api:
         assert (await metrics.get("/metrics")).status_code == 401
         page = await metrics.get("/metrics", headers={"Authorization": "Bearer s3cret"})
         assert page.status_code == 200 and "shunter_requests" in page.text
