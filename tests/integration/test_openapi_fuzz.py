@@ -5,7 +5,9 @@ valid ones (positive) and ones that break it (negative), authenticated as a real
 the real model names in the paths. Each response must not be a 5xx, must have a status the
 document lists for that operation, a documented content type, and a body that matches the
 documented schema (the error body's included). The run is bounded: ``SHUNTER_FUZZ_EXAMPLES``
-examples per operation and mode (default 15), each request within 60 s; about two minutes here.
+examples per operation and mode (default 12), each request within 60 s; about three minutes
+here, the stack's start included. A mode that cannot generate anything for an operation
+(negating an operation with no body and string parameters only) is not a failure.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.result import Err
@@ -28,7 +31,7 @@ from schemathesis.specs.openapi.checks import (
 from tests.integration.conftest import KEYS, RunningStack
 
 pytestmark = pytest.mark.integration
-EXAMPLES = int(os.environ.get("SHUNTER_FUZZ_EXAMPLES", "15"))
+EXAMPLES = int(os.environ.get("SHUNTER_FUZZ_EXAMPLES", "12"))
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 MODELS = ("chat", "embed", "rerank", "vision", "tabular")
 # Routes whose 200 is not JSON of a documented schema or that change the stack are left out.
@@ -45,6 +48,8 @@ def _fuzz(case_strategy: Any, base_url: str, failures: list[str], label: str) ->
 
     try:
         run()
+    except Unsatisfiable:
+        pass  # nothing of this operation can be negated (no body, string path parameters only)
     except Exception as exc:  # every failing operation is reported, not only the first
         failures.append(f"{label}: {exc}"[:2000])
 
