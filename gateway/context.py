@@ -169,7 +169,10 @@ class RequestContextMiddleware:
 
 def _route(scope: Scope) -> str:
     path = getattr(scope.get("route"), "path", None)
-    return path if isinstance(path, str) else str(scope.get("path", ""))[:_MAX_LOGGED_PATH_CHARS]
+    if isinstance(path, str):
+        return path
+    raw = str(scope.get("path", ""))[:_MAX_LOGGED_PATH_CHARS]  # a client's text: no line breaks into the log
+    return "".join(c if c.isprintable() else "?" for c in raw)
 
 
 def _log_error(scope: Scope, context: RequestContext, status: int, failure: str) -> None:
