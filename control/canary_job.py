@@ -53,7 +53,7 @@ class CanaryAnalysis:
         if not urls:
             return
         try:
-            counters = summed_counters(read(urls))
+            counters = summed_counters(read(urls, headers=self.manager.probe_headers))
         except GatewayProbeError as exc:
             log.warning("canary analysis: %s", exc)
             return

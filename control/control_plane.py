@@ -36,6 +36,7 @@ from control.rollouts import RolloutManager
 from control.signed_copy import signed_copy
 from control.verified_copies import VerifiedCopies
 from settings.control import ControlSettings, load_control_settings
+from settings.gateway import load_gateway_settings, read_metrics_token
 from settings.paths import StackPaths
 from settings.stack import ModelSpec, StackConfig
 from settings.workers import worker_addresses
@@ -87,7 +88,9 @@ class ControlPlane:
         copies = VerifiedCopies(settings.verified_dir, store, trusted)
         deployer = Deployer(registry, copies, config, paths.repository, worker_addresses(config), settings.rollout,
                             gpu_type)
-        rollouts = RolloutManager(registry, deployer, list(gateway_urls), settings.rollout, settings.canary)
+        token = read_metrics_token(load_gateway_settings(paths.gateway_file), paths.config_dir)
+        rollouts = RolloutManager(registry, deployer, list(gateway_urls), settings.rollout, settings.canary,
+                                  probe_headers={"Authorization": f"Bearer {token}"} if token else {})
         canary = CanaryAnalysis(rollouts, MetricsHistory(settings.canary.window_s))
         return cls(settings, config, paths, registry, store, deployer, rollouts, canary)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import httpx
@@ -59,10 +59,11 @@ def _parse(url: str, text: str) -> GatewayReading:
     return GatewayReading(url, generation, open_requests, counters)
 
 
-def read(urls: Sequence[str], timeout_s: float = 2.0) -> list[GatewayReading]:
-    """One reading per gateway; raise GatewayProbeError naming any that did not answer."""
+def read(urls: Sequence[str], timeout_s: float = 2.0, headers: Mapping[str, str] | None = None) -> list[GatewayReading]:
+    """One reading per gateway (``headers``: the metrics token, when the gateways require one);
+    raise GatewayProbeError naming any that did not answer."""
     readings = []
-    with httpx.Client(timeout=timeout_s) as client:
+    with httpx.Client(timeout=timeout_s, headers=dict(headers or {})) as client:
         for url in urls:
             try:
                 response = client.get(f"{url.rstrip('/')}/metrics")
@@ -91,7 +92,7 @@ def summed_counters(readings: Sequence[GatewayReading]) -> dict[VersionKey, Vers
 
 
 def wait_until(urls: Sequence[str], satisfied: str, check: Callable[[list[GatewayReading]], bool], timeout_s: float,
-               poll_s: float = 0.1) -> float:
+               poll_s: float = 0.1, headers: Mapping[str, str] | None = None) -> float:
     """Poll the gateways until ``check(readings)`` is true; return the seconds it took.
 
     ``satisfied`` describes the state for the error message."""
@@ -99,7 +100,7 @@ def wait_until(urls: Sequence[str], satisfied: str, check: Callable[[list[Gatewa
     last_error = ""
     while True:
         try:
-            if check(read(urls)):
+            if check(read(urls, headers=headers)):
                 return time.monotonic() - started
         except GatewayProbeError as exc:
             last_error = f" (last error: {exc})"

@@ -53,6 +53,7 @@ class RolloutManager:
     gateway_urls: Sequence[str]
     settings: RolloutSettings
     canary: CanarySettings
+    probe_headers: Mapping[str, str] = field(default_factory=dict)  # for the gateways' /metrics
     _locks: dict[str, threading.Lock] = field(default_factory=dict, repr=False)
     _guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -227,7 +228,7 @@ class RolloutManager:
         def applied(readings: list[GatewayReading]) -> bool:
             return all(r.routing_generation is not None and r.routing_generation >= generation for r in readings)
         return wait_until(self.gateway_urls, f"routing generation {generation} ({alias.model} {alias.weights})",
-                          applied, self.settings.routing_applied_timeout_s)
+                          applied, self.settings.routing_applied_timeout_s, headers=self.probe_headers)
 
     def _await_drained(self, model: str, versions: list[int]) -> float | None:
         """Seconds until no gateway holds a request bound to any of ``versions``."""
@@ -237,4 +238,4 @@ class RolloutManager:
         def drained(readings: list[GatewayReading]) -> bool:
             return all(r.open_requests.get(k, 0.0) <= 0 for r in readings for k in keys)
         return wait_until(self.gateway_urls, f"{model} versions {versions} drained", drained,
-                          self.settings.drain_timeout_s, poll_s=0.2)
+                          self.settings.drain_timeout_s, poll_s=0.2, headers=self.probe_headers)

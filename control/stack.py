@@ -106,6 +106,17 @@ class LocalStack:
             return [self.gateway_url]
         return [f"http://127.0.0.1:{port}" for port in self.direct_ports]
 
+    def metrics_urls(self) -> list[str]:
+        """Where control reads each gateway's ``/metrics``: its address, or ``metrics_listen``
+        (gateway.yaml) when /metrics has an address of its own (one gateway only)."""
+        address = load_gateway_settings(self.paths.gateway_file).metrics_address
+        if address is None:
+            return self.gateway_urls
+        if self.listen.gateways > 1:
+            raise StackStartError("metrics_listen gives /metrics one address, which several gateways would share; "
+                                  "with --gateways > 1 protect /metrics with metrics_token_file instead")
+        return [f"http://{address[0]}:{address[1]}"]
+
     @property
     def control_url(self) -> str:
         return f"http://127.0.0.1:{self.listen.control_port}"
@@ -113,7 +124,7 @@ class LocalStack:
     def start(self, log: Callable[[str], None] = print) -> None:
         config = build(self.paths, log)  # the control plane renders the repository, once
         runtime = resolve_runtime(config.triton, self.paths.state_dir)
-        self.plane = ControlPlane.open(self.paths, config, self.gateway_urls)
+        self.plane = ControlPlane.open(self.paths, config, self.metrics_urls())
         try:
             self.plane.bootstrap(self.paths.artifacts)
             self.supervisor = Supervisor(config, runtime, self.paths.repository, self.paths.logs)

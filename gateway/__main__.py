@@ -3,7 +3,8 @@
 The listening socket is opened with ``SO_REUSEPORT``, so several gateway processes can serve one
 port (``shunter up --gateways N``): the kernel spreads new connections over them, and with a
 shared state store (``gateway.yaml``) they act as one gateway. ``--direct-port`` adds a port of
-this process's own, where control reaches it alone.
+this process's own, where control reaches it alone. ``metrics_listen`` in ``gateway.yaml`` adds
+the address where ``/metrics`` is served instead of the API port.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import uvicorn
 
 from gateway.app import create_app
 from scheduling.scheduler import Policy
+from settings.gateway import load_gateway_settings
 from settings.paths import StackPaths
 
 BACKLOG = 2048
@@ -45,8 +47,8 @@ def main(
     direct_port: Annotated[int | None, typer.Option(help="also listen on this port of its own (on the "
                                                          "loopback), so this process can be reached alone")] = None,
 ) -> None:
-    app = create_app(StackPaths(config_dir=config_dir.resolve(), state_dir=state_dir.resolve()), policy=policy,
-                     control_url=control_url)
+    paths = StackPaths(config_dir=config_dir.resolve(), state_dir=state_dir.resolve())
+    app = create_app(paths, policy=policy, control_url=control_url)
     # Keep-alive longer than the idle timeout of the load balancers in front (60 s for most): a
     # server that closes an idle connection first races the client's next request on it, which
     # then fails with a reset (seen at uvicorn's default of 5 s under load).
@@ -55,6 +57,9 @@ def main(
     sockets = [reuse_port_socket(host, port)]
     if direct_port is not None:
         sockets.append(reuse_port_socket("127.0.0.1", direct_port))
+    metrics_address = load_gateway_settings(paths.gateway_file).metrics_address
+    if metrics_address is not None:  # /metrics on an address of its own (gateway/metrics_access.py)
+        sockets.append(reuse_port_socket(*metrics_address))
     uvicorn.Server(config).run(sockets=sockets)
 
 

@@ -9,7 +9,7 @@ added by the context middleware.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -17,12 +17,14 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from gateway.body_limit import BodyLimitMiddleware
 from gateway.capacity import CapacityPlan
 from gateway.composition import GatewaySetup, TransportFactory, running
 from gateway.context import RequestContextMiddleware, request_context
 from gateway.errors import GatewayError, InvalidRequestError, UnprocessableError
 from gateway.idempotency import IdempotencyMiddleware
 from gateway.metrics import GatewayMetrics
+from gateway.metrics_access import MetricsAccessMiddleware
 from gateway.replicas import replicas_url
 from gateway.responses import JSONResponse
 from gateway.routes import health, kserve, openai, requests, rerank
@@ -32,7 +34,7 @@ from gateway.transport.triton.transport import TritonTransport
 from scheduling.outcomes import Outcome
 from scheduling.scheduler import Policy
 from settings.capacity import load_capacity
-from settings.gateway import load_gateway_settings
+from settings.gateway import load_gateway_settings, read_metrics_token
 from settings.paths import StackPaths
 from settings.scheduling import load_scheduling
 from settings.stack import StackConfig, WorkloadKind, load_stack_config
@@ -59,11 +61,11 @@ def load_tokenizers(config: StackConfig, paths: StackPaths) -> tuple[dict[str, L
     return llm, text
 
 
-def _error_response(request: Request, error: GatewayError) -> JSONResponse:
+def _error_response(request: Request, error: GatewayError, headers: Mapping[str, str] | None = None) -> JSONResponse:
     request_context(request).ending = error.ending
     kserve = request.url.path.startswith("/v2/")
     body = error.kserve_body() if kserve else error.body()
-    return JSONResponse(body, status_code=error.status, headers=error.headers())
+    return JSONResponse(body, status_code=error.status, headers={**error.headers(), **(headers or {})})
 
 
 _TYPE_TAGS = {"str", "int", "float", "bool", "dict", "list", "none"}
@@ -75,15 +77,39 @@ def _is_field(part: object) -> bool:
     return text != "body" and text.lower() not in _TYPE_TAGS and "[" not in text and not text[:1].isupper()
 
 
+# pydantic error types that mean "the right JSON type, a value out of range" (400, not 422)
+_VALUE_ERRORS = frozenset({
+    "greater_than", "greater_than_equal", "less_than", "less_than_equal", "multiple_of", "finite_number",
+    "too_short", "too_long", "string_too_short", "string_too_long", "literal_error", "enum", "invalid_text",
+    "value_error",
+})
+
+
+def _param(error: Mapping[str, Any]) -> str | None:
+    return ".".join(str(part) for part in error.get("loc", ()) if _is_field(part)) or None
+
+
+def _within(param: str | None, parent: str | None) -> bool:
+    return param == parent or (param is not None and parent is not None and param.startswith(parent + "."))
+
+
 def _validation_error(exc: RequestValidationError) -> GatewayError:
-    first: dict[str, Any] = exc.errors()[0] if exc.errors() else {}
-    param = ".".join(str(part) for part in first.get("loc", ()) if _is_field(part)) or None
+    """400 for bad JSON, a missing parameter or a value out of range; 422 for a value of the wrong
+    type. Of a union (``str | list[str]``), a value error of any member decides."""
+    errors: list[dict[str, Any]] = list(exc.errors())
+    first: dict[str, Any] = errors[0] if errors else {}
+    param = _param(first)
     if first.get("type") == "json_invalid":
         return InvalidRequestError(f"request body is not valid JSON: {first.get('msg', '')}",
                                    code="invalid_json")
     if first.get("type") == "missing":
         return InvalidRequestError(f"missing required parameter '{param}'", param=param,
                                    code="missing_parameter")
+    value_error = next((e for e in errors if e.get("type") in _VALUE_ERRORS and _within(_param(e), param)), None)
+    if value_error is not None:
+        where = _param(value_error)
+        return InvalidRequestError(f"invalid value for '{where}': {value_error.get('msg', 'out of range')}",
+                                   param=where, code="invalid_value")
     return UnprocessableError(f"invalid value for '{param}': {first.get('msg', 'wrong type')}", param=param)
 
 
@@ -100,7 +126,7 @@ def _install_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, StarletteHTTPException)
         error = GatewayError(str(exc.detail), code=f"http_{exc.status_code}")
         error.status, error.type, error.outcome = exc.status_code, "invalid_request_error", Outcome.REJECTED
-        return _error_response(request, error)
+        return _error_response(request, error, exc.headers)  # a 405 carries Allow
 
     async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
         return _error_response(request, GatewayError("internal error; the request id identifies it"))
@@ -143,6 +169,13 @@ def create_app(paths: StackPaths, poll_interval_s: float = 1.0, policy: Policy |
     for module in (openai, rerank, kserve, requests, health):
         app.include_router(module.router)
     _install_error_handlers(app)
+    settings = setup.settings
     app.add_middleware(IdempotencyMiddleware)
-    app.add_middleware(RequestContextMiddleware, metrics=setup.metrics)
+    app.add_middleware(BodyLimitMiddleware, authenticate=setup.tenants.authenticate, settings=settings)
+    metrics_address = settings.metrics_address
+    app.add_middleware(MetricsAccessMiddleware, token=read_metrics_token(settings, paths.config_dir),
+                       metrics_port=metrics_address[1] if metrics_address else None)
+    app.add_middleware(RequestContextMiddleware, metrics=setup.metrics,
+                       known_models=[m.name for m in config.models])
     return app
+

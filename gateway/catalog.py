@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from gateway.errors import InvalidRequestError, ModelNotFoundError, PermissionDeniedError
 from gateway.response_cache import ResponseCache
-from gateway.tokenization import LlmTokenizer, TextTokenizer
+from gateway.tokenization import LlmTokenizer, Offload, TextTokenizer
 from gateway.transport.protocol import Transport
 from scheduling.tenants import Tenant
 from settings.stack import ModelSpec, StackConfig, WorkloadKind
@@ -23,6 +23,7 @@ class ModelCatalog:
     transport: Transport
     llm_tokenizers: Mapping[str, LlmTokenizer] = field(default_factory=dict)
     text_tokenizers: Mapping[str, TextTokenizer] = field(default_factory=dict)
+    offload: Offload = field(default_factory=lambda: Offload(threads=2))  # tokenising, off the event loop
     _caches: dict[str, ResponseCache] = field(default_factory=dict)
 
     def served_models(self) -> list[ModelSpec]:

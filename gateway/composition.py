@@ -33,7 +33,7 @@ from gateway.request_status import RequestStatusStore
 from gateway.routing import RoutingPoller, RoutingTable
 from gateway.state_store.factory import open_state_store
 from gateway.state_store.protocol import StateStore
-from gateway.tokenization import LlmTokenizer, TextTokenizer
+from gateway.tokenization import LlmTokenizer, Offload, TextTokenizer
 from gateway.transport.protocol import Transport
 from scheduling.capacity import CapacityProfile
 from scheduling.scheduler import build_scheduler
@@ -137,8 +137,10 @@ async def running(setup: GatewaySetup, transport: TransportFactory, poll_interva
             dispatcher.on_ended.append(quotas.release)
             parts.push_async_callback(quotas.close)
         routing = RoutingTable.from_config(setup.config)
+        offload = Offload(settings.tokenizer_threads)
+        parts.callback(offload.close)
         gateway = Gateway(
-            models=ModelCatalog(setup.config, workers, setup.llm_tokenizers, setup.text_tokenizers),
+            models=ModelCatalog(setup.config, workers, setup.llm_tokenizers, setup.text_tokenizers, offload),
             tenants=setup.tenants, transport=workers, dispatcher=dispatcher,
             admission=AdmissionAdapter(dispatcher, setup.scheduling.slo, routing, quotas), routing=routing,
             scheduling=setup.scheduling, metrics=metrics, store=store, settings=settings, gateway_id=gateway_id,

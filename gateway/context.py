@@ -13,19 +13,31 @@ handler measured one, else the whole request), which the canary analysis compare
 used the response cache says so in ``x-shunter-cache`` (``hit``: every row from the cache, ``partial``,
 ``miss``); a full hit reaches no worker, so it answers ``x-shunter-pool: cache`` and a queue wait of 0,
 and still counts for the version whose cached rows served it.
+
+Labels stay bounded whatever clients send: a model name that is not configured is counted as
+``unknown``, and a path that matches no route is not counted. Every response of 400 or more
+logs one line (request id, method, route, status, outcome; never the payload). An exception no
+handler mapped is answered here, while the response has not started: 500 ``internal_error`` in
+the error body, with ``x-request-id``, and the log line names the exception's type and where it
+was raised.
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
+import traceback
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway.errors import GatewayError
 from gateway.metrics import GatewayMetrics
 from gateway.outcomes import CANCELLED, COMPLETED, Ending
+from gateway.responses import JSONResponse
 from scheduling.outcomes import Dispatch, Outcome
 
 REQUEST_ID_HEADER = b"x-request-id"
@@ -34,6 +46,9 @@ _MAX_USER_CHARS = 256
 _MAX_IDEMPOTENCY_KEY_CHARS = 255
 _SCOPE_KEY = "shunter"
 _UNOBSERVED_PATHS = ("/metrics", "/healthz", "/readyz")
+UNKNOWN_MODEL = "unknown"
+_MAX_LOGGED_PATH_CHARS = 120
+log = logging.getLogger("gateway.requests")
 
 
 @dataclass
@@ -61,6 +76,13 @@ def request_context(connection: HTTPConnection) -> RequestContext:
     """The context the middleware made for this request."""
     context: RequestContext = connection.scope["state"][_SCOPE_KEY]
     return context
+
+
+async def send_error(scope: Scope, receive: Receive, send: Send, error: GatewayError) -> None:
+    """Answer ``error`` from ASGI middleware, in the body of the route family (KServe or OpenAI)."""
+    request_context(HTTPConnection(scope)).ending = error.ending
+    body = error.kserve_body() if scope["path"].startswith("/v2/") else error.body()
+    await JSONResponse(body, status_code=error.status, headers=error.headers())(scope, receive, send)
 
 
 def new_request_id() -> str:
@@ -106,9 +128,10 @@ def _ending(context: RequestContext, status: int) -> Ending:
 
 
 class RequestContextMiddleware:
-    def __init__(self, app: ASGIApp, metrics: GatewayMetrics) -> None:
+    def __init__(self, app: ASGIApp, metrics: GatewayMetrics, known_models: Collection[str] = ()) -> None:
         self.app = app
         self.metrics = metrics
+        self.known_models = frozenset(known_models)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -118,12 +141,13 @@ class RequestContextMiddleware:
         scope.setdefault("state", {})[_SCOPE_KEY] = context
         started = time.perf_counter()
         status = 500
-        finished = False
+        response_started = finished = False
+        failure = ""
 
         async def send_with_id(message: Message) -> None:
-            nonlocal status, finished
+            nonlocal status, finished, response_started
             if message["type"] == "http.response.start":
-                status = message["status"]
+                status, response_started = message["status"], True
                 message.setdefault("headers", [])
                 message["headers"] = [*message["headers"], (REQUEST_ID_HEADER, context.request_id.encode()),
                                       *_dispatch_headers(context)]
@@ -133,21 +157,58 @@ class RequestContextMiddleware:
 
         try:
             await self.app(scope, receive, send_with_id)
+        except Exception as exc:
+            failure = _raised(exc)
+            if response_started:
+                raise
+            await send_error(scope, receive, send_with_id, GatewayError("internal error; the request id identifies it"))
         finally:
-            self._observe(scope, context, status if finished else 499, started)
+            final_status = status if finished else 499
+            _log_error(scope, context, final_status, failure)
+            self._observe(scope, context, final_status, started)
+
+    def model_label(self, context: RequestContext) -> str:
+        """The model a request named, if it is a configured one; else ``unknown`` (bounded labels)."""
+        if not context.model:
+            return ""
+        return context.model if context.model in self.known_models else UNKNOWN_MODEL
 
     def _observe(self, scope: Scope, context: RequestContext, status: int, started: float) -> None:
         path = getattr(scope.get("route"), "path", None)
         if path is None or path in _UNOBSERVED_PATHS:
             return
-        model = context.model or ""
+        model = self.model_label(context)
         ending = _ending(context, status)
         self.metrics.requests.labels(path, model, ending.label).inc()
         duration_s = time.perf_counter() - started
         self.metrics.duration_s.labels(path, model).observe(duration_s)
-        if context.served:
+        if context.served and model != UNKNOWN_MODEL:
             version = str(context.model_version)
             self.metrics.version_requests.labels(model, version, ending.outcome.value).inc()
             if ending.outcome is Outcome.COMPLETED:
                 latency_s = context.ttft_s if context.ttft_s is not None else duration_s
                 self.metrics.version_latency_s.labels(model, version).observe(latency_s)
+
+
+def _route(scope: Scope) -> str:
+    path = getattr(scope.get("route"), "path", None)
+    if isinstance(path, str):
+        return path
+    raw = str(scope.get("path", ""))[:_MAX_LOGGED_PATH_CHARS]  # a client's text: no line breaks into the log
+    return "".join(c if c.isprintable() else "?" for c in raw)
+
+
+def _log_error(scope: Scope, context: RequestContext, status: int, failure: str) -> None:
+    """One line per response of 400 or more: who, what, how it ended; never the payload."""
+    if status < 400 and not failure:
+        return
+    level = logging.ERROR if status >= 500 or failure else logging.WARNING
+    log.log(level, "%s %s %s -> %d %s tenant=%s%s", context.request_id, scope.get("method", ""), _route(scope),
+            status, _ending(context, status).label, context.tenant or "-", failure)
+
+
+def _raised(exc: Exception) -> str:
+    """The exception's type and the place it was raised (not its message: it may quote the payload)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else "?"
+    return f" raised {type(exc).__name__} at {where}"

@@ -2,12 +2,14 @@
 
     GatewayError                      500 server_error
     ├── InvalidRequestError           400 invalid_request_error   (bad input; names the param)
-    │   └── ContextLengthExceededError 400 code context_length_exceeded
+    │   ├── ContextLengthExceededError 400 code context_length_exceeded
+    │   └── PayloadTooLargeError      413 code payload_too_large  (body over the route's limit)
     ├── UnprocessableError            422 invalid_request_error   (well-formed JSON, wrong types)
     ├── AuthenticationError           401 authentication_error
     ├── PermissionDeniedError         403 permission_error        (residency, model not allowed)
     ├── ModelNotFoundError            404 invalid_request_error   code model_not_found
     ├── NotFoundError                 404 invalid_request_error   code request_not_found
+    │   └── RouteNotFoundError        404 code http_404           (no such route on this address)
     ├── ConflictError                 409 invalid_request_error   (Idempotency-Key in use or not replayable)
     ├── RateLimitedError              429 rate_limit_error        + Retry-After
     ├── UnavailableError              503 service_unavailable     + Retry-After (saturated, cold)
@@ -116,6 +118,10 @@ class PayloadTooLargeError(InvalidRequestError):
 
 class NotFoundError(GatewayError):
     status, type, code, outcome = 404, "invalid_request_error", "request_not_found", Outcome.REJECTED
+
+
+class RouteNotFoundError(NotFoundError):
+    code = "http_404"
 
 
 class ClientClosedError(GatewayError):

@@ -1,4 +1,8 @@
-"""Where the local stack keeps its files; one object built at the edge from CLI flags."""
+"""Where the local stack keeps its files; one object built at the edge from CLI flags.
+
+Everything a stack writes lives under its state directory, the rendered Triton model repository
+included (``<state_dir>/model_repository`` unless given), so two stacks with two ``--state-dir``
+on one machine never overwrite each other's files."""
 
 from __future__ import annotations
 
@@ -7,13 +11,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+IN_STATE_DIR = Path("<state_dir>/model_repository")  # the default of ``StackPaths.repository``
 
 
 @dataclass(frozen=True)
 class StackPaths:
     config_dir: Path = PROJECT_ROOT / "config"
     state_dir: Path = PROJECT_ROOT / "var"
-    repository: Path = PROJECT_ROOT / "model_repository"
+    repository: Path = IN_STATE_DIR  # the rendered Triton model repository; default under state_dir
+
+    def __post_init__(self) -> None:
+        if self.repository == IN_STATE_DIR:
+            object.__setattr__(self, "repository", self.state_dir / "model_repository")
 
     @property
     def pools_file(self) -> Path:

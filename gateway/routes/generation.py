@@ -68,10 +68,26 @@ def check_unsupported(body: ChatCompletionRequest | CompletionRequest) -> None:
         raise InvalidRequestError("logprobs are not supported", param="logprobs")
 
 
-def build_generation(gateway: Gateway, model: ModelSpec, tenant: Tenant, prompt: str,
+async def prompt_tokens(gateway: Gateway, model: ModelSpec, prompt: str,
+                        body: ChatCompletionRequest | CompletionRequest) -> list[int]:
+    """The prompt's token ids, tokenised off the event loop; a prompt whose length alone proves it
+    cannot fit the context is refused without tokenising it."""
+    tokenizer = gateway.models.llm_tokenizers[model.name]
+    at_least = tokenizer.min_tokens(prompt)
+    if at_least >= model.context_tokens:
+        raise ContextLengthExceededError(
+            f"this model's maximum context length is {model.context_tokens} tokens; the prompt needs at "
+            f"least {at_least}", param=_prompt_param(body))
+    return await gateway.models.offload.run(len(prompt), tokenizer.tokens, prompt)
+
+
+def _prompt_param(body: ChatCompletionRequest | CompletionRequest) -> str:
+    return "messages" if isinstance(body, ChatCompletionRequest) else "prompt"
+
+
+def build_generation(gateway: Gateway, model: ModelSpec, tenant: Tenant, prompt: str, tokens: list[int],
                      body: ChatCompletionRequest | CompletionRequest, max_tokens: int | None) -> GenerationRequest:
-    """Count the prompt with the model's tokenizer and fit the request into its context."""
-    tokens = gateway.models.llm_tokenizers[model.name].tokens(prompt)
+    """Fit the request (its prompt tokenised: ``prompt_tokens``) into the model's context."""
     prompt_tokens = len(tokens)
     room = model.context_tokens - prompt_tokens
     if room < 1 or (max_tokens is not None and max_tokens > room):
@@ -80,7 +96,7 @@ def build_generation(gateway: Gateway, model: ModelSpec, tenant: Tenant, prompt:
             f"this model's maximum context length is {model.context_tokens} tokens; the request "
             f"needs {asked} ({prompt_tokens} in the prompt"
             + (f", {max_tokens} to generate)" if max_tokens else ")"),
-            param="messages" if isinstance(body, ChatCompletionRequest) else "prompt",
+            param=_prompt_param(body),
         )
     stop = tuple(as_list(body.stop)) if body.stop is not None else ()
     return GenerationRequest(

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from gateway.composition import gateway_of
+from gateway.openapi import errors, not_ready
 from gateway.responses import JSONResponse
 
 router = APIRouter()
@@ -29,7 +30,7 @@ async def healthz() -> Any:
     return JSONResponse({"status": "ok"})
 
 
-@router.get("/readyz")
+@router.get("/readyz", responses={503: {"description": "Not ready: a served model has no ready worker"}})
 async def readyz(request: Request) -> Any:
     """Ready while every served model has a ready worker (but a model that may scale to zero); the
     state store's health is shown, not required (without it the gateway serves from its own view)."""
@@ -40,14 +41,16 @@ async def readyz(request: Request) -> Any:
                         status_code=200 if ok else 503)
 
 
-@router.get("/v2/health/ready")
-async def v2_ready(request: Request) -> Response:
-    return Response(status_code=200 if _readiness(request)[0] else 400)
+@router.get("/v2/health/ready", responses=not_ready())
+async def v2_ready(request: Request) -> Any:
+    """KServe v2 server readiness: 200 when ready, else 400 (what tritonclient checks), with a body."""
+    ready = _readiness(request)[0]
+    return JSONResponse({"ready": ready}, status_code=200 if ready else 400)
 
 
 @router.get("/v2/health/live")
-async def v2_live() -> Response:
-    return Response(status_code=200)
+async def v2_live() -> Any:
+    return JSONResponse({"live": True})
 
 
 @router.get("/v2")
@@ -55,7 +58,7 @@ async def v2_server_metadata() -> Any:
     return JSONResponse({"name": "shunter", "version": "0.1.0", "extensions": ["binary_tensor_data"]})
 
 
-@router.get("/metrics")
+@router.get("/metrics", responses=errors(401, 404))
 async def metrics(request: Request) -> Response:
     gateway = gateway_of(request)
     metrics = gateway.metrics

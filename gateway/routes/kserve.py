@@ -15,8 +15,9 @@ from fastapi import APIRouter, Depends, Request, Response
 from gateway.auth import authenticate
 from gateway.composition import Gateway, gateway_of
 from gateway.context import request_context
-from gateway.errors import InvalidRequestError, ModelNotFoundError, PayloadTooLargeError
+from gateway.errors import InvalidRequestError, ModelNotFoundError
 from gateway.kserve_codec import decode_request, encode_response
+from gateway.openapi import INFERENCE, METADATA, READ, kserve_errors, not_ready
 from gateway.responses import JSONResponse
 from gateway.routing import version_for
 from scheduling.tenants import Tenant
@@ -24,7 +25,6 @@ from settings.stack import ModelSpec, WorkloadKind
 
 router = APIRouter(prefix="/v2")
 TenantDep = Annotated[Tenant, Depends(authenticate)]
-MAX_BODY_BYTES = 64 * 1024 * 1024
 BATCHED_KINDS = {WorkloadKind.EMBEDDING, WorkloadKind.RERANK, WorkloadKind.VISION, WorkloadKind.TABULAR}
 HEADER_LENGTH = "inference-header-content-length"
 
@@ -47,9 +47,7 @@ def _resolve(request: Request, tenant: Tenant, name: str, version: str | None,
 
 
 async def _read_body(request: Request) -> tuple[bytes, int | None]:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise PayloadTooLargeError(f"request body over {MAX_BODY_BYTES} bytes")
+    """The body (its size already bounded by ``max_kserve_body_bytes``, gateway/body_limit.py)."""
     if request.headers.get("content-encoding", "identity") not in ("identity", ""):
         raise InvalidRequestError("compressed request bodies are not supported", param="content-encoding")
     body = await request.body()
@@ -78,12 +76,12 @@ async def _infer(request: Request, tenant: Tenant, name: str, version: str | Non
     return Response(payload, media_type=media, headers=headers)
 
 
-@router.post("/models/{name}/infer")
+@router.post("/models/{name}/infer", responses=kserve_errors(*INFERENCE))
 async def infer(name: str, request: Request, tenant: TenantDep) -> Response:
     return await _infer(request, tenant, name, None)
 
 
-@router.post("/models/{name}/versions/{version}/infer")
+@router.post("/models/{name}/versions/{version}/infer", responses=kserve_errors(*INFERENCE))
 async def infer_version(name: str, version: str, request: Request, tenant: TenantDep) -> Response:
     return await _infer(request, tenant, name, version)
 
@@ -100,19 +98,19 @@ async def _metadata(request: Request, tenant: Tenant, name: str, version: str | 
                            "inputs": tensors("inputs"), "outputs": tensors("outputs")})
 
 
-@router.get("/models/{name}")
+@router.get("/models/{name}", responses=kserve_errors(*METADATA))
 async def model_metadata(name: str, request: Request, tenant: TenantDep) -> Any:
     return await _metadata(request, tenant, name, None)
 
 
-@router.get("/models/{name}/versions/{version}")
+@router.get("/models/{name}/versions/{version}", responses=kserve_errors(*METADATA))
 async def model_version_metadata(name: str, version: str, request: Request, tenant: TenantDep) -> Any:
     return await _metadata(request, tenant, name, version)
 
 
-@router.get("/models/{name}/ready")
+@router.get("/models/{name}/ready", responses={**kserve_errors(*READ, 403, 404, 422), **not_ready()})
 async def model_ready(name: str, request: Request, tenant: TenantDep) -> Response:
     gateway, spec, _ = _resolve(request, tenant, name, None, set())
     # a model that may scale to zero takes requests at zero too (they are held for its cold start)
     ready = spec.name in gateway.transport.ready_models() or spec.name in gateway.capacity.scale_to_zero
-    return Response(status_code=200 if ready else 400)
+    return JSONResponse({"name": spec.name, "ready": ready}, status_code=200 if ready else 400)

@@ -13,10 +13,11 @@ from sse_starlette import EventSourceResponse
 from starlette.background import BackgroundTask
 
 from gateway.auth import authenticate
-from gateway.batched import run_batched, text_rows
+from gateway.batched import check_inputs, check_request_tokens, run_batched, text_counts, text_rows
 from gateway.composition import Gateway, gateway_of
 from gateway.context import request_context
 from gateway.errors import ContextLengthExceededError, InvalidRequestError
+from gateway.openapi import INFERENCE, READ, errors, streamed_or_json
 from gateway.outcomes import CANCELLED
 from gateway.responses import JSONResponse
 from gateway.routes.generation import (
@@ -24,6 +25,7 @@ from gateway.routes.generation import (
     build_generation,
     check_unsupported,
     collect_unless_gone,
+    prompt_tokens,
     sse_stream,
     usage,
 )
@@ -60,7 +62,8 @@ async def _start_call(request: Request, tenant: Tenant, model: ModelSpec,
     an expired deadline is an HTTP status, not an event in a stream."""
     gateway = gateway_of(request)
     check_unsupported(body)
-    generation = build_generation(gateway, model, tenant, prompt, body, max_tokens)
+    tokens = await prompt_tokens(gateway, model, prompt, body)
+    generation = build_generation(gateway, model, tenant, prompt, tokens, body, max_tokens)
     ticket = await gateway.admission.admit(request, tenant, model, generation.prompt_tokens, generation.max_tokens,
                                            prefixes=generation.prefixes)
     return Call(request_context(request).request_id, tenant, model, generation, int(time.time()), ticket,
@@ -73,14 +76,16 @@ def _event_stream(stream: Any, call: Call) -> EventSourceResponse:
                                background=BackgroundTask(call.ticket.finish, CANCELLED))
 
 
-@router.post("/chat/completions")
+@router.post("/chat/completions", responses={**streamed_or_json(), **errors(*INFERENCE)})
 async def chat_completions(body: ChatCompletionRequest, request: Request, tenant: TenantDep) -> Any:
     gateway = gateway_of(request)
     model = _llm(request, tenant, body.model)
     messages = [{"role": "system" if m.role == "developer" else m.role, "content": _message_text(m, i)}
                 for i, m in enumerate(body.messages)]
+    size_chars = sum(len(m["content"]) for m in messages)
     try:
-        prompt = gateway.models.llm_tokenizers[model.name].apply_chat_template(messages)
+        prompt = await gateway.models.offload.run(
+            size_chars, gateway.models.llm_tokenizers[model.name].apply_chat_template, messages)
     except jinja2.TemplateError as exc:  # the model's own template rejects this conversation
         raise InvalidRequestError(f"the model's chat template rejects these messages: {exc}",
                                   param="messages") from exc
@@ -108,7 +113,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, tenant
     })
 
 
-@router.post("/completions")
+@router.post("/completions", responses={**streamed_or_json(), **errors(*INFERENCE)})
 async def completions(body: CompletionRequest, request: Request, tenant: TenantDep) -> Any:
     if body.echo:
         raise InvalidRequestError("echo is not supported", param="echo")
@@ -135,7 +140,7 @@ async def completions(body: CompletionRequest, request: Request, tenant: TenantD
     })
 
 
-@router.post("/embeddings")
+@router.post("/embeddings", responses=errors(*INFERENCE))
 async def embeddings(body: EmbeddingRequest, request: Request, tenant: TenantDep) -> Any:
     gateway = gateway_of(request)
     request_context(request).model = body.model
@@ -143,12 +148,14 @@ async def embeddings(body: EmbeddingRequest, request: Request, tenant: TenantDep
     texts = as_list(body.input)
     if any(not t for t in texts):
         raise InvalidRequestError("inputs must be non-empty strings", param="input")
-    counts = gateway.models.text_tokenizers[model.name].counts(texts)
+    check_inputs(gateway.settings, len(texts), "input")
+    counts = await text_counts(gateway.models, model, texts)
     too_long = [i for i, n in enumerate(counts) if n > model.context_tokens]
     if too_long:
         raise ContextLengthExceededError(
             f"input {too_long[0]} has {counts[too_long[0]]} tokens; this model takes at most "
             f"{model.context_tokens}", param="input")
+    check_request_tokens(gateway.settings, sum(counts), "input")
     vectors = await _embed(gateway, request, tenant, model, texts, counts)
     if body.dimensions is not None and body.dimensions != vectors.shape[1]:
         raise InvalidRequestError(f"this model has {vectors.shape[1]} dimensions", param="dimensions")
@@ -190,7 +197,7 @@ def _encode_vector(vector: np.ndarray, encoding_format: str) -> Any:
     return vector.tolist()
 
 
-@router.get("/models")
+@router.get("/models", responses=errors(*READ))
 async def list_models(request: Request, tenant: TenantDep) -> Any:
     gateway = gateway_of(request)
     models = [m for m in gateway.models.served_models() if tenant.may_use_model(m.name)]

@@ -14,6 +14,7 @@ from gateway.auth import authenticate
 from gateway.composition import gateway_of
 from gateway.dispatcher import Dispatcher
 from gateway.errors import NotFoundError
+from gateway.openapi import READ, errors
 from gateway.request_status import QUEUED, WAITING_FOR_CAPACITY
 from gateway.responses import JSONResponse
 from gateway.state_store.protocol import RequestRecord
@@ -22,7 +23,7 @@ from scheduling.tenants import Tenant
 router = APIRouter(prefix="/v1")
 
 
-@router.get("/requests/{request_id}")
+@router.get("/requests/{request_id}", responses=errors(*READ, 404, 422))
 async def request_status(request_id: str, request: Request,
                          tenant: Annotated[Tenant, Depends(authenticate)]) -> Any:
     dispatcher = gateway_of(request).dispatcher
@@ -32,7 +33,7 @@ async def request_status(request_id: str, request: Request,
     return JSONResponse(_describe(dispatcher, record))
 
 
-@router.get("/requests")
+@router.get("/requests", responses=errors(*READ, 422))
 async def list_requests(request: Request, tenant: Annotated[Tenant, Depends(authenticate)],
                         status: Annotated[str | None, Query(max_length=32)] = None,
                         limit: Annotated[int, Query(ge=1, le=100)] = 20) -> Any:

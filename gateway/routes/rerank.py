@@ -8,10 +8,11 @@ import numpy as np
 from fastapi import APIRouter, Depends, Request
 
 from gateway.auth import authenticate
-from gateway.batched import run_batched, text_rows
+from gateway.batched import check_inputs, check_request_tokens, run_batched, text_counts, text_rows
 from gateway.composition import gateway_of
 from gateway.context import request_context
 from gateway.errors import ContextLengthExceededError
+from gateway.openapi import INFERENCE, errors
 from gateway.responses import JSONResponse
 from gateway.schemas import RerankRequest
 from scheduling.tenants import Tenant
@@ -20,7 +21,7 @@ from settings.stack import WorkloadKind
 router = APIRouter(prefix="/v1")
 
 
-@router.post("/rerank")
+@router.post("/rerank", responses=errors(*INFERENCE))
 async def rerank(body: RerankRequest, request: Request,
                  tenant: Annotated[Tenant, Depends(authenticate)]) -> Any:
     gateway = gateway_of(request)
@@ -28,12 +29,14 @@ async def rerank(body: RerankRequest, request: Request,
     context.model = body.model
     model = gateway.models.model_for(body.model, {WorkloadKind.RERANK}, tenant)
     documents = [d if isinstance(d, str) else d.text for d in body.documents]
-    counts = gateway.models.text_tokenizers[model.name].counts([body.query, *documents])
+    check_inputs(gateway.settings, len(documents), "documents")
+    counts = await text_counts(gateway.models, model, [body.query, *documents])
     if counts[0] > model.context_tokens:
         raise ContextLengthExceededError(
             f"the query has {counts[0]} tokens; this model takes at most {model.context_tokens}",
             param="query")
     pair_tokens = counts[0] * len(documents) + sum(counts[1:])
+    check_request_tokens(gateway.settings, pair_tokens, "documents")
     result = await run_batched(
         gateway.admission, gateway.transport, request, tenant, model,
         {"query": text_rows([body.query] * len(documents)), "document": text_rows(documents)},

@@ -57,7 +57,7 @@ def make_paths(root: Path, base_port: int, models: tuple[str, ...] | None = None
         pools["pools"][0]["models"] = list(models)
     (config_dir / "pools.yaml").write_text(yaml.safe_dump(pools))
     (state_dir / "artifacts").symlink_to(shipped.artifacts)
-    return StackPaths(config_dir=config_dir, state_dir=state_dir, repository=root / "repository")
+    return StackPaths(config_dir=config_dir, state_dir=state_dir)  # the repository under state_dir
 
 
 @pytest.fixture(scope="session")
