@@ -12,12 +12,18 @@ waits until each worker has exactly those versions READY, then sends one warm re
 new version on each worker. If any step fails, the previous versions are rendered and reloaded
 and ``DeployError`` is raised: the workers end up serving what they served before. Calls are
 serialised by a lock (one repository, one writer).
+
+Where the workers are and where the repository lives are two seams: ``discover`` (default: the
+fixed ``workers``) is called before each load, so Kubernetes pods that came or went are seen
+(``control/remote_workers.py``); ``publish`` (default: none, the workers read the local
+directory) is called with the Triton model names after each render, before any worker is asked
+to load, and copies them to where the workers read (``control/s3_repository.py``).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,7 +43,7 @@ ACTOR = "control"
 
 class DeployError(ControlError, RuntimeError):
     """A version could not be staged or served; ``code`` says why (an integrity code, ``store``,
-    ``render``, ``load``, ``not_registered``)."""
+    ``render``, ``publish``, ``load``, ``not_registered``)."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
@@ -54,6 +60,8 @@ class Deployer:
     settings: RolloutSettings
     gpu_type: str = "cpu"
     served: dict[str, frozenset[int]] = field(default_factory=dict)
+    discover: Callable[[], Sequence[WorkerAddress]] | None = None
+    publish: Callable[[Path, Sequence[str]], None] | None = None
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     def spec(self, model: str) -> ModelSpec:
@@ -67,7 +75,17 @@ class Deployer:
         serving it when it has no deployment record)."""
         deployment = self.registry.deployment(model)
         pools = set(deployment.pools) if deployment is not None else None
-        return [w for w in self.workers if model in w.models and (pools is None or w.pool in pools)]
+        workers = self.discover() if self.discover is not None else self.workers
+        return [w for w in workers if model in w.models and (pools is None or w.pool in pools)]
+
+    def render(self, model: str, sources: dict[int, Path]) -> None:
+        """Render ``model`` serving exactly ``sources`` and publish it where the workers read."""
+        names = render_model(self.spec(model), sources, self.repository, self.gpu_type)
+        if self.publish is not None:
+            try:
+                self.publish(self.repository, names)
+            except ArtifactStoreError as exc:
+                raise DeployError("publish", f"{model}: publishing the repository failed: {exc}") from exc
 
     def stage(self, model: str, version: int) -> Path:
         """The verified directory of ``version``; see the module docstring."""
@@ -106,7 +124,7 @@ class Deployer:
             self._record_states(model, previous or frozenset(), wanted, reason)
 
     def _apply(self, model: str, sources: dict[int, Path]) -> None:
-        render_model(self.spec(model), sources, self.repository, self.gpu_type)
+        self.render(model, sources)
         workers = self.workers_of(model)
         for worker in workers:
             load(worker, model, self.settings.ready_timeout_s)
