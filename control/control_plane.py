@@ -99,7 +99,8 @@ class ControlPlane:
         """Open the plane in the mode ``control.yaml`` names; ``resolver`` (Kubernetes mode only,
         default the system's DNS) finds the pods behind each pool's and the gateways' Service."""
         settings = load_control_settings(paths.control_file, paths.state_dir)
-        ensure_signing_key(settings)
+        if settings.mode == "local":  # on a cluster, artifacts come signed by their publishers' keys
+            ensure_signing_key(settings)
         registry = Registry.open(settings.registry_url)
         store = open_store(settings.artifact_store)
         trusted = load_trusted_keys(settings.trusted_keys_dir)
@@ -165,6 +166,7 @@ def _remote_workers(deployer: Deployer, config: StackConfig, settings: Kubernete
     """Point ``deployer`` at the pools' pods and the S3 repository; return how to find the
     gateways' pods (None when ``gateway_host`` is not set)."""
     repository = S3Repository(settings.repository_uri)
+    repository.ensure_bucket()  # the first render goes there; an unreachable S3 fails the start here
     deployer.discover = lambda: pool_workers(config, resolver)
     deployer.publish = repository.publish
     host = settings.gateway_host

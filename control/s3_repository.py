@@ -19,11 +19,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from control.artifacts import ArtifactStoreError, S3ArtifactStore, open_store
 
 CONFIG_FILE = "config.pbtxt"
+
+
+def triton_uri(uri: str) -> str:
+    """``s3://bucket/prefix?endpoint=http://host:port`` in the form ``--model-repository`` takes."""
+    parts = urlsplit(uri)
+    if parts.scheme != "s3" or not parts.netloc:
+        raise ValueError(f"model repository {uri!r} must be an s3://bucket/prefix URL")
+    path = "/".join(p for p in (parts.netloc, unquote(parts.path).strip("/")) if p)
+    endpoint = parse_qs(parts.query).get("endpoint", [None])[0]
+    if endpoint is None:
+        return f"s3://{path}"
+    where = urlsplit(endpoint)
+    return f"s3://{where.scheme}://{where.netloc}/{path}"
 
 
 class S3Repository:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from control.control_plane import ControlPlane, push_directory
+from control.control_plane import ControlPlane, ensure_signing_key, push_directory
 from control.registry import VersionState
 from control.remote_workers import HostsResolver
 from control.requirements import runtime_requirements
@@ -28,6 +28,7 @@ from control.s3_repository import S3Repository
 from control.stack import stop_process, wait_http_ok
 from control.triton_control import ready_versions
 from control.triton_runtime import resolve_runtime
+from settings.control import load_control_settings
 from settings.paths import StackPaths
 from settings.stack import TritonSettings, load_stack_config
 from settings.workers import WorkerAddress
@@ -99,6 +100,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, artifacts_dir: Path) -> It
         s3.client().create_bucket(Bucket=BUCKET)
         paths = _write_config(root, s3.endpoint_url)
         config = load_stack_config(paths.pools_file, paths.models_file)
+        ensure_signing_key(load_control_settings(paths.control_file, paths.state_dir))  # the publisher's key
         dns: dict[str, tuple[str, ...]] = {POOL_HOST: ("127.0.0.2", "127.0.0.3")}
         plane = ControlPlane.open(paths, config, resolver=HostsResolver(dns))
         runtime = resolve_runtime(TritonSettings(), paths.state_dir)
