@@ -5,7 +5,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -54,5 +53,6 @@ _CACHE: dict[str, Rendered] = {}
 def rendered(request: pytest.FixtureRequest) -> Rendered:
     overlay = str(request.param)
     if overlay not in _CACHE:
-        _CACHE[overlay] = Rendered(overlay, render(overlay), load_fleet(DEPLOY_DIR / "overlays" / overlay / "fleet.yaml"))
+        fleet = load_fleet(DEPLOY_DIR / "overlays" / overlay / "fleet.yaml")
+        _CACHE[overlay] = Rendered(overlay, render(overlay), fleet)
     return _CACHE[overlay]
