@@ -260,3 +260,7 @@ def fetch_tokenizers(config_dir: Annotated[Path, typer.Option(help="folder with 
         with store._translate(f"fetch {model.name}'s {name}"):
             store.client.download_file(store.bucket, key, str(target))
         typer.echo(f"{model.name}: {name} ({target.stat().st_size} bytes)")
+
+
+if __name__ == "__main__":
+    k8s_app()
