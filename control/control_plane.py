@@ -13,11 +13,14 @@ at start, so workers start (and restart) on exactly what the registry says is li
 supervisor starts them and they read the repository directory. ``kubernetes``: control starts
 nothing; every render is published to the S3 repository the pods read, and the workers of a pool
 are the addresses its headless Service resolves to at each load (``control/remote_workers.py``;
-``resolver`` is the seam tests feed), as are the gateways when ``gateway_host`` is set.
+``resolver`` is the seam tests feed), as are the gateways when ``gateway_host`` is set. There
+``bootstrap`` also loads the live versions on the pods already running (a model pushed since the
+last start gets its alias at its configured version then).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
@@ -28,7 +31,7 @@ from pathlib import Path
 from control.artifacts import ArtifactStore, open_store
 from control.canary_analysis import MetricsHistory
 from control.canary_job import CanaryAnalysis
-from control.deployer import Deployer
+from control.deployer import Deployer, DeployError
 from control.integrity import (
     generate_keypair,
     load_private_key,
@@ -49,6 +52,7 @@ from settings.stack import ModelSpec, StackConfig
 from settings.workers import worker_addresses
 
 ACTOR = "control"
+log = logging.getLogger(__name__)
 
 
 def ensure_signing_key(settings: ControlSettings) -> None:
@@ -140,9 +144,21 @@ class ControlPlane:
                                         "first start")
                 alias = self.registry.alias(spec.name)
             assert alias is not None
+            if self.deployer.discover is not None:  # Kubernetes: pods may be running already
+                self._serve_on_pods(spec.name, list(alias.weights))
+                continue
             sources = {v: self.deployer.stage(spec.name, v) for v in alias.weights}
             self.deployer.render(spec.name, sources)
             self.deployer.served[spec.name] = frozenset(sources)
+
+    def _serve_on_pods(self, model: str, versions: list[int]) -> None:
+        """Publish the live versions and load them on the pods running now (a pod that starts
+        later reads them from the repository). A failure is logged and leaves the model as the
+        pods had it; the next start or rollout tries again."""
+        try:
+            self.deployer.serve(model, versions, reason="live at control start")
+        except DeployError as exc:
+            log.error("control start: %s could not be served: %s", model, exc)
 
     def mark_served_ready(self) -> None:
         """Once the workers have loaded the rendered repository: its versions are READY."""

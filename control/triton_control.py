@@ -43,6 +43,8 @@ def load(address: WorkerAddress, model: str, timeout_s: float) -> None:
         client.load_model(model)
     except InferenceServerException as exc:
         raise TritonControlError(f"worker {address.name}: loading {model} failed: {exc.message()}") from exc
+    except OSError as exc:  # refused, reset, unreachable: the worker is not there
+        raise TritonControlError(f"worker {address.name}: loading {model} failed: {exc}") from exc
     finally:
         client.close()
 

@@ -7,7 +7,8 @@ headless Service name resolves to them through a hosts-style mapping (the resolv
 starts none of them: it publishes each render to S3 and drives load/unload through each pod's
 model-control API. A canary loads the new version on every pod and warms it there, the traffic
 split moves, a pod added mid-rollout starts on exactly what the repository says and is included
-in the rollback, which unloads the version everywhere and removes it from S3.
+in the rollback, which unloads the version everywhere and removes it from S3. A restarted control
+loads the live version on a running pod that lacks it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import tritonclient.http as httpclient
 import yaml
 
 from control.control_plane import ControlPlane, ensure_signing_key, push_directory
@@ -52,6 +54,7 @@ class Cluster:
     pods: dict[str, subprocess.Popen[bytes]]
     dns: dict[str, tuple[str, ...]]
     start_pod: Callable[[str], None]
+    paths: StackPaths
 
 
 def _write_config(root: Path, endpoint: str) -> StackPaths:
@@ -103,7 +106,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, artifacts_dir: Path) -> It
         paths = _write_config(root, s3.endpoint_url)
         config = load_stack_config(paths.pools_file, paths.models_file)
         ensure_signing_key(load_control_settings(paths.control_file, paths.state_dir))  # the publisher's key
-        dns: dict[str, tuple[str, ...]] = {POOL_HOST: ("127.0.0.2", "127.0.0.3")}
+        dns: dict[str, tuple[str, ...]] = {POOL_HOST: ()}  # a Service lists ready pods only
         plane = ControlPlane.open(paths, config, resolver=HostsResolver(dns))
         runtime = resolve_runtime(TritonSettings(), paths.state_dir)
         env = {**runtime.env, **s3.credentials_env}
@@ -117,12 +120,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, artifacts_dir: Path) -> It
                                                          ip), stdout=out, stderr=subprocess.STDOUT, env=env,
                                             start_new_session=True)
             wait_http_ok(f"http://{ip}:{BASE_PORT}/v2/health/ready", 120, pods[ip], log)
+            dns[POOL_HOST] = (*dns[POOL_HOST], ip)
 
         try:
             plane.bootstrap(artifacts_dir)  # control renders v1 to S3 before any pod starts
-            for ip in dns[POOL_HOST]:
+            for ip in ("127.0.0.2", "127.0.0.3"):
                 start_pod(ip)
-            yield Cluster(plane, repository, s3, pods, dns, start_pod)
+            yield Cluster(plane, repository, s3, pods, dns, start_pod, paths)
         finally:
             for process in pods.values():
                 stop_process(process, timeout_s=20)
@@ -162,7 +166,7 @@ def test_a_canary_loads_and_warms_on_every_pod_then_rolls_back(cluster: Cluster,
 
     # KEDA scales the pool up mid-rollout: the new pod reads the repository as rendered now.
     cluster.start_pod("127.0.0.4")
-    cluster.dns[POOL_HOST] = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
+    assert cluster.dns[POOL_HOST] == ("127.0.0.2", "127.0.0.3", "127.0.0.4")
     assert ready_versions(_address("127.0.0.4"), MODEL) == {1, 2}
 
     plane.rollouts.rollback(MODEL, "test", "bad canary")
@@ -173,3 +177,22 @@ def test_a_canary_loads_and_warms_on_every_pod_then_rolls_back(cluster: Cluster,
     record = plane.registry.version(MODEL, 2)
     assert record is not None and record.state is VersionState.RETIRED
     assert not _version_keys(cluster, 2), "version 2's files left the S3 repository"
+
+
+def test_a_restarted_control_loads_the_live_version_on_running_pods(cluster: Cluster, artifacts_dir: Path) -> None:
+    """A pod that runs without the model (it started before the model was pushed) gets it when
+    control starts again, which is what an operator's first push is followed by."""
+    empty = _address("127.0.0.4")
+    client = httpclient.InferenceServerClient(f"{empty.host}:{empty.http_port}")
+    try:
+        client.unload_model(MODEL)
+    finally:
+        client.close()
+    assert ready_versions(empty, MODEL) == set()
+    restarted = ControlPlane.open(cluster.paths, cluster.plane.config, resolver=HostsResolver(cluster.dns))
+    try:
+        restarted.bootstrap(artifacts_dir)
+    finally:
+        restarted.close()
+    for ip in cluster.dns[POOL_HOST]:
+        assert ready_versions(_address(ip), MODEL) == {1}, ip
