@@ -103,7 +103,8 @@ def pools_config(fleet: FleetSpec) -> dict[str, Any]:
     return {"triton": {"binary": "tritonserver", "ready_timeout_s": 900},
             "pools": [{"name": p.name, "gpu_type": p.gpu_type, **({"profile": p.profile} if p.profile else {}),
                        "region": p.region, "workers": 1, "models": list(p.models),
-                       "host": pool_host(p, fleet.namespace), "base_port": BASE_PORT + 10 * i}
+                       "host": pool_host(p, fleet.namespace), "base_port": BASE_PORT + 10 * i,
+                       "discovery": "dns"}
                       for i, p in enumerate(fleet.pools)]}
 
 

@@ -34,12 +34,15 @@ from settings.paths import StackPaths
 from settings.scheduling import load_scheduling
 from settings.stack import StackConfig, WorkloadKind, load_stack_config
 from settings.tenants import load_tenants
-from settings.workers import worker_addresses
+from settings.workers import DnsResolver, current_workers, worker_addresses
 
 
 def triton_transport(config: StackConfig, poll_interval_s: float) -> Transport:
     """The production transport: a gRPC client per configured Triton worker."""
     llm_models = frozenset(m.name for m in config.models if m.kind is WorkloadKind.LLM)
+    if any(pool.discovery == "dns" for pool in config.pools):  # pods behind headless Services
+        resolver = DnsResolver()
+        return TritonTransport.connect([], poll_interval_s, llm_models, lambda: current_workers(config, resolver))
     return TritonTransport.connect(worker_addresses(config), poll_interval_s, llm_models)
 
 

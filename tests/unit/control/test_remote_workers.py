@@ -10,6 +10,7 @@ from control.remote_workers import DnsResolver, HostsResolver, pool_workers, ser
 from settings.base import ConfigError
 from settings.control import load_control_settings
 from settings.stack import PoolSpec, StackConfig
+from settings.workers import current_workers, worker_addresses
 
 HOSTS = """
 # pods of the a100 pool
@@ -53,11 +54,21 @@ def test_each_pod_of_a_pool_is_a_worker_on_the_pools_ports() -> None:
                     models=("chat", "embed"))
     workers = pool_workers(_config(a100, h100), HostsResolver.from_text(HOSTS))
     assert [(w.name, w.host, w.http_port, w.grpc_port, w.metrics_port) for w in workers] == [
-        ("a100-0", "10.0.0.3", 8000, 8001, 8002),
-        ("a100-1", "10.0.0.12", 8000, 8001, 8002),
-        ("h100-0", "10.0.1.7", 8000, 8001, 8002),
+        ("a100-10.0.0.3", "10.0.0.3", 8000, 8001, 8002),
+        ("a100-10.0.0.12", "10.0.0.12", 8000, 8001, 8002),
+        ("h100-10.0.1.7", "10.0.1.7", 8000, 8001, 8002),
     ]
     assert workers[2].models == ("chat", "embed") and workers[0].region == "eu-west"
+
+
+def test_dns_pools_are_resolved_and_static_pools_kept_as_configured() -> None:
+    static = PoolSpec(name="local", workers=2, base_port=9000, models=("embed",))
+    pods = PoolSpec(name="a100", gpu_type="a100", host="triton-a100", base_port=8010, discovery="dns",
+                    models=("chat",))
+    resolver = HostsResolver.from_text(HOSTS)
+    assert [w.name for w in current_workers(_config(static, pods), resolver)] == [
+        "local-0", "local-1", "a100-10.0.0.3"]
+    assert [w.name for w in worker_addresses(_config(static, pods))] == ["local-0", "local-1"]
 
 
 def test_a_pool_scaled_to_zero_has_no_workers() -> None:

@@ -214,6 +214,7 @@ def test_the_rendered_configuration_loads(rendered: Rendered, tmp_path: Path) ->
     assert rendered.config_file("gateway.yaml")["state_store"].startswith("redis://")
     for pool in stack.pools:
         assert pool.host == f"triton-{pool.name}.{rendered.fleet.namespace}.svc.cluster.local"
+        assert pool.discovery == "dns", "the gateway finds each pod of the pool"
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
