@@ -131,7 +131,8 @@ def _container(pool: PoolEntry, fleet: FleetSpec, port: int) -> dict[str, Any]:
     secret = {"name": "shunter-s3"}
     return {
         "name": "triton", "image": fleet.worker_image,
-        "args": [f"--model-repository={triton_uri(fleet.repository_uri)}", "--model-control-mode=explicit",
+        # Each pool reads its own repository, rendered by control for its GPU type.
+        "args": [f"--model-repository={triton_uri(fleet.repository_uri)}/{pool.name}", "--model-control-mode=explicit",
                  "--load-model=*", f"--http-port={port}", f"--grpc-port={port + 1}", f"--metrics-port={port + 2}",
                  "--disable-auto-complete-config", "--strict-readiness=true", "--exit-timeout-secs=30",
                  "--log-verbose=0"],

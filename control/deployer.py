@@ -16,8 +16,9 @@ serialised by a lock (one repository, one writer).
 Where the workers are and where the repository lives are two seams: ``discover`` (default: the
 fixed ``workers``) is called before each load, so Kubernetes pods that came or went are seen
 (``control/remote_workers.py``); ``publish`` (default: none, the workers read the local
-directory) is called with the Triton model names after each render, before any worker is asked
-to load, and copies them to where the workers read (``control/s3_repository.py``).
+directory) switches to one repository per pool, rendered for the pool's GPU type into
+``repository/<pool>/`` and published with the Triton model names under ``<pool>/`` where that
+pool's workers read (``control/s3_repository.py``), before any worker is asked to load.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ class Deployer:
     gpu_type: str = "cpu"
     served: dict[str, frozenset[int]] = field(default_factory=dict)
     discover: Callable[[], Sequence[WorkerAddress]] | None = None
-    publish: Callable[[Path, Sequence[str]], None] | None = None
+    publish: Callable[[Path, Sequence[str], str], None] | None = None  # (dir, names, pool)
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     def spec(self, model: str) -> ModelSpec:
@@ -80,12 +81,18 @@ class Deployer:
 
     def render(self, model: str, sources: dict[int, Path]) -> None:
         """Render ``model`` serving exactly ``sources`` and publish it where the workers read."""
-        names = render_model(self.spec(model), sources, self.repository, self.gpu_type)
-        if self.publish is not None:
-            try:
-                self.publish(self.repository, names)
-            except ArtifactStoreError as exc:
-                raise DeployError("publish", f"{model}: publishing the repository failed: {exc}") from exc
+        if self.publish is None:
+            render_model(self.spec(model), sources, self.repository, self.gpu_type)
+            return
+        deployment = self.registry.deployment(model)
+        for pool in self.config.pools:
+            if model in pool.models and (deployment is None or pool.name in deployment.pools):
+                names = render_model(self.spec(model), sources, self.repository / pool.name, pool.gpu_type)
+                try:
+                    self.publish(self.repository / pool.name, names, pool.name)
+                except ArtifactStoreError as exc:
+                    raise DeployError("publish", f"{model}: publishing pool {pool.name}'s repository failed: "
+                                                 f"{exc}") from exc
 
     def stage(self, model: str, version: int) -> Path:
         """The verified directory of ``version``; see the module docstring."""

@@ -116,9 +116,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, artifacts_dir: Path) -> It
         def start_pod(ip: str) -> None:
             log = root / f"pod-{ip}.log"
             with log.open("ab") as out:
-                pods[ip] = subprocess.Popen(_pod_command(runtime.binary, runtime.backend_dir, repository.triton_uri,
-                                                         ip), stdout=out, stderr=subprocess.STDOUT, env=env,
-                                            start_new_session=True)
+                pods[ip] = subprocess.Popen(_pod_command(runtime.binary, runtime.backend_dir,
+                                                         f"{repository.triton_uri}/cpu", ip),
+                                            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
             wait_http_ok(f"http://{ip}:{BASE_PORT}/v2/health/ready", 120, pods[ip], log)
             dns[POOL_HOST] = (*dns[POOL_HOST], ip)
 
@@ -135,7 +135,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, artifacts_dir: Path) -> It
 
 
 def _version_keys(cluster: Cluster, version: int) -> set[str]:
-    return {k for k in cluster.repository.keys(MODEL) if f"/{MODEL}/{version}/" in k}
+    return {k for k in cluster.repository.keys(MODEL, "cpu") if f"/cpu/{MODEL}/{version}/" in k}
 
 
 def test_pods_start_on_the_version_control_published(cluster: Cluster) -> None:

@@ -52,7 +52,8 @@ def test_new_files_then_the_version_policy_then_retired_files(tmp_path: Path) ->
     (model / "2").mkdir(parents=True)
     (model / "2" / "model.onnx").write_bytes(b"onnx")
     (model / "config.pbtxt").write_text("version_policy: { specific: { versions: [2] } }")
-    client = RecordingClient(["repo/tabular/config.pbtxt", "repo/tabular/1/model.onnx"])
-    S3Repository("s3://models/repo", client=client).publish(tmp_path, ["tabular"])
-    assert client.calls == [("put", "repo/tabular/2/model.onnx"), ("put", "repo/tabular/config.pbtxt"),
-                            ("delete", "repo/tabular/1/model.onnx")]
+    client = RecordingClient(["repo/a10/tabular/config.pbtxt", "repo/a10/tabular/1/model.onnx",
+                              "repo/h100/tabular/1/model.onnx"])
+    S3Repository("s3://models/repo", client=client).publish(tmp_path, ["tabular"], under="a10")
+    assert client.calls == [("put", "repo/a10/tabular/2/model.onnx"), ("put", "repo/a10/tabular/config.pbtxt"),
+                            ("delete", "repo/a10/tabular/1/model.onnx")], "another pool's repository is left alone"

@@ -105,7 +105,9 @@ def test_triton_reads_s3_with_explicit_model_control_and_is_probed(rendered: Ren
         container = deployment["spec"]["template"]["spec"]["containers"][0]
         args = container["args"]
         assert "--model-control-mode=explicit" in args
-        assert any(a.startswith("--model-repository=s3://") for a in args)
+        pool = deployment["metadata"]["name"].removeprefix("triton-")
+        assert any(a.startswith("--model-repository=s3://") and a.endswith(f"/{pool}") for a in args), \
+            "each pool reads the repository control renders for its GPU type"
         assert container["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
         startup = container["startupProbe"]
         assert startup["periodSeconds"] * startup["failureThreshold"] >= 300, "room to load weights"
