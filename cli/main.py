@@ -24,6 +24,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from cli.kubernetes import k8s_app
 from cli.ops import ab_app, audit, keys_app, models_app, rollout_app
 from cli.scale import scale_app
 from cli.sim import sim_app
@@ -41,6 +42,7 @@ app.add_typer(rollout_app, name="rollout")
 app.add_typer(ab_app, name="ab")
 app.add_typer(keys_app, name="keys")
 app.add_typer(scale_app, name="scale")
+app.add_typer(k8s_app, name="k8s")
 app.command("audit")(audit)
 
 ConfigDir = Annotated[Path, typer.Option(help="folder with pools.yaml, models.yaml, tenants.yaml")]

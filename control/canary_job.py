@@ -49,7 +49,7 @@ class CanaryAnalysis:
 
     def run_once(self) -> None:
         """One analysis pass over every running canary; see the module docstring."""
-        urls = self.manager.gateway_urls
+        urls = self.manager.gateways()
         if not urls:
             return
         try:

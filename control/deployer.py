@@ -12,12 +12,19 @@ waits until each worker has exactly those versions READY, then sends one warm re
 new version on each worker. If any step fails, the previous versions are rendered and reloaded
 and ``DeployError`` is raised: the workers end up serving what they served before. Calls are
 serialised by a lock (one repository, one writer).
+
+Where the workers are and where the repository lives are two seams: ``discover`` (default: the
+fixed ``workers``) is called before each load, so Kubernetes pods that came or went are seen
+(``control/remote_workers.py``); ``publish`` (default: none, the workers read the local
+directory) switches to one repository per pool, rendered for the pool's GPU type into
+``repository/<pool>/`` and published with the Triton model names under ``<pool>/`` where that
+pool's workers read (``control/s3_repository.py``), before any worker is asked to load.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,7 +44,7 @@ ACTOR = "control"
 
 class DeployError(ControlError, RuntimeError):
     """A version could not be staged or served; ``code`` says why (an integrity code, ``store``,
-    ``render``, ``load``, ``not_registered``)."""
+    ``render``, ``publish``, ``load``, ``not_registered``)."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
@@ -54,6 +61,8 @@ class Deployer:
     settings: RolloutSettings
     gpu_type: str = "cpu"
     served: dict[str, frozenset[int]] = field(default_factory=dict)
+    discover: Callable[[], Sequence[WorkerAddress]] | None = None
+    publish: Callable[[Path, Sequence[str], str], None] | None = None  # (dir, names, pool)
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     def spec(self, model: str) -> ModelSpec:
@@ -67,7 +76,23 @@ class Deployer:
         serving it when it has no deployment record)."""
         deployment = self.registry.deployment(model)
         pools = set(deployment.pools) if deployment is not None else None
-        return [w for w in self.workers if model in w.models and (pools is None or w.pool in pools)]
+        workers = self.discover() if self.discover is not None else self.workers
+        return [w for w in workers if model in w.models and (pools is None or w.pool in pools)]
+
+    def render(self, model: str, sources: dict[int, Path]) -> None:
+        """Render ``model`` serving exactly ``sources`` and publish it where the workers read."""
+        if self.publish is None:
+            render_model(self.spec(model), sources, self.repository, self.gpu_type)
+            return
+        deployment = self.registry.deployment(model)
+        for pool in self.config.pools:
+            if model in pool.models and (deployment is None or pool.name in deployment.pools):
+                names = render_model(self.spec(model), sources, self.repository / pool.name, pool.gpu_type)
+                try:
+                    self.publish(self.repository / pool.name, names, pool.name)
+                except ArtifactStoreError as exc:
+                    raise DeployError("publish", f"{model}: publishing pool {pool.name}'s repository failed: "
+                                                 f"{exc}") from exc
 
     def stage(self, model: str, version: int) -> Path:
         """The verified directory of ``version``; see the module docstring."""
@@ -109,7 +134,7 @@ class Deployer:
             self._record_states(model, previous or frozenset(), wanted, reason)
 
     def _apply(self, model: str, sources: dict[int, Path]) -> None:
-        render_model(self.spec(model), sources, self.repository, self.gpu_type)
+        self.render(model, sources)
         workers = self.workers_of(model)
         for worker in workers:
             load(worker, model, self.settings.ready_timeout_s)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,7 +50,7 @@ class RolloutError(ControlError, RuntimeError):
 class RolloutManager:
     registry: Registry
     deployer: Deployer
-    gateway_urls: Sequence[str]
+    gateway_urls: Sequence[str] | Callable[[], Sequence[str]]  # a callable is asked before each wait
     settings: RolloutSettings
     canary: CanarySettings
     probe_headers: Mapping[str, str] = field(default_factory=dict)  # for the gateways' /metrics
@@ -220,22 +220,28 @@ class RolloutManager:
                                 {**details, "unloaded": leaving})
         return {"routing_applied_s": routing_s, "drain_s": drain_s}
 
+    def gateways(self) -> list[str]:
+        """The gateways to wait for now (Kubernetes: the gateway pods' addresses at this moment)."""
+        return list(self.gateway_urls() if callable(self.gateway_urls) else self.gateway_urls)
+
     def _await_routing(self, alias: AliasRecord) -> float | None:
         """Seconds until every gateway runs a routing generation at least the registry's now."""
-        if not self.gateway_urls:
+        urls = self.gateways()
+        if not urls:
             return None
         generation = self.registry.routing_generation()
         def applied(readings: list[GatewayReading]) -> bool:
             return all(r.routing_generation is not None and r.routing_generation >= generation for r in readings)
-        return wait_until(self.gateway_urls, f"routing generation {generation} ({alias.model} {alias.weights})",
+        return wait_until(urls, f"routing generation {generation} ({alias.model} {alias.weights})",
                           applied, self.settings.routing_applied_timeout_s, headers=self.probe_headers)
 
     def _await_drained(self, model: str, versions: list[int]) -> float | None:
         """Seconds until no gateway holds a request bound to any of ``versions``."""
-        if not self.gateway_urls or not versions:
+        urls = self.gateways()
+        if not urls or not versions:
             return None
         keys = {(model, str(v)) for v in versions}
         def drained(readings: list[GatewayReading]) -> bool:
             return all(r.open_requests.get(k, 0.0) <= 0 for r in readings for k in keys)
-        return wait_until(self.gateway_urls, f"{model} versions {versions} drained", drained,
+        return wait_until(urls, f"{model} versions {versions} drained", drained,
                           self.settings.drain_timeout_s, poll_s=0.2, headers=self.probe_headers)

@@ -8,7 +8,7 @@ keys. The CLI and the gateways' routing pollers call it; it never serves inferen
 from __future__ import annotations
 
 import hmac
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
 import httpx
@@ -27,14 +27,16 @@ from control.errors import ControlError
 from control.key_admin import router as key_router
 from control.supervisor import Supervisor
 from settings.stack import StackConfig
+from settings.workers import WorkerAddress
 
 
-def create_control_app(config: StackConfig, supervisor: Supervisor, admin_token: str,
+def create_control_app(config: StackConfig, supervisor: Supervisor | None, admin_token: str,
                        plane: ControlPlane | None = None,
                        gateways: Callable[[], list[dict[str, Any]]] | None = None,
                        replicas: ReplicaSet | None = None, capacity: CapacityController | None = None) -> FastAPI:
     """The admin app; ``gateways`` lists the gateway processes the local stack runs; ``replicas``
-    and ``capacity`` serve the capacity routes (``control/capacity/api.py``) and ``/metrics``."""
+    and ``capacity`` serve the capacity routes (``control/capacity/api.py``) and ``/metrics``.
+    Without a ``supervisor`` (Kubernetes mode) the workers listed are the pods the plane's deployer finds."""
     app = FastAPI(title="Shunter control", docs_url=None, redoc_url=None)
 
     def require_admin(authorization: Annotated[str, Header()] = "") -> None:
@@ -71,6 +73,8 @@ def create_control_app(config: StackConfig, supervisor: Supervisor, admin_token:
 
     @app.get("/admin/v1/workers", dependencies=[Depends(require_admin)])
     def workers() -> list[dict[str, Any]]:
+        if supervisor is None:
+            return _remote_rows(plane.deployer.discover() if plane and plane.deployer.discover else [])
         rows = []
         with httpx.Client(timeout=2.0) as client:
             for worker in list(supervisor.workers):
@@ -101,3 +105,25 @@ def create_control_app(config: StackConfig, supervisor: Supervisor, admin_token:
         return {"status": "ok"}
 
     return app
+
+
+def _remote_rows(addresses: Sequence[WorkerAddress]) -> list[dict[str, Any]]:
+    """The rows of ``/admin/v1/workers`` for pods control did not start, read from each pod's API."""
+    rows = []
+    with httpx.Client(timeout=2.0) as client:
+        for address in addresses:
+            base = f"http://{address.host}:{address.http_port}"
+            models: dict[str, bool] = {}
+            for model in address.models:
+                try:
+                    models[model] = client.get(f"{base}/v2/models/{model}/ready").status_code == 200
+                except httpx.HTTPError:
+                    models[model] = False
+            try:
+                alive = client.get(f"{base}/v2/health/live").status_code == 200
+            except httpx.HTTPError:
+                alive = False
+            rows.append({"name": address.name, "pool": address.pool, "gpu_type": address.gpu_type,
+                         "region": address.region, "grpc": f"{address.host}:{address.grpc_port}",
+                         "pid": None, "alive": alive, "restarts": 0, "models": models})
+    return rows

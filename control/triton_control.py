@@ -55,6 +55,8 @@ def load(address: WorkerAddress, model: str, timeout_s: float) -> None:
         cause = without_traceback(exc.message() or str(exc))
         raise TritonControlError(f"worker {address.name}: loading {model} failed: {cause} "
                                  "(the traceback is in the worker's log)") from exc
+    except OSError as exc:  # refused, reset, unreachable: the worker is not there
+        raise TritonControlError(f"worker {address.name}: loading {model} failed: {exc}") from exc
     finally:
         client.close()
 

@@ -39,12 +39,15 @@ from settings.paths import StackPaths
 from settings.scheduling import load_scheduling
 from settings.stack import StackConfig, WorkloadKind, load_stack_config
 from settings.tenants import load_tenants
-from settings.workers import WorkerAddress, worker_addresses
+from settings.workers import DnsResolver, WorkerAddress, current_workers, worker_addresses
 
 
 def triton_transport(config: StackConfig, addresses: Sequence[WorkerAddress], poll_interval_s: float) -> Transport:
     """The production transport: a gRPC client per Triton worker slot (``addresses``)."""
     llm_models = frozenset(m.name for m in config.models if m.kind is WorkloadKind.LLM)
+    if any(pool.discovery == "dns" for pool in config.pools):  # pods behind headless Services
+        resolver = DnsResolver()
+        return TritonTransport.connect([], poll_interval_s, llm_models, lambda: current_workers(config, resolver))
     return TritonTransport.connect(addresses, poll_interval_s, llm_models)
 
 

@@ -8,9 +8,9 @@ file, a local artifact directory, keys under the state directory).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from settings.base import ConfigError, StrictModel, read_yaml
 
@@ -57,7 +57,23 @@ class ReplicaSettings(StrictModel):
     error_budget: Annotated[float, Field(gt=0, lt=1)] = 0.01  # 1 - attainment objective, for burn rates
 
 
+class KubernetesSettings(StrictModel):
+    """Control's Kubernetes mode (``mode: kubernetes``): it starts no worker. It renders the model
+    repository to ``repository_uri`` (``s3://bucket/prefix?endpoint=...``, which every Triton pod
+    reads as its ``--model-repository``) and loads and unloads models through Triton's
+    model-control API on every pod of a pool, found by resolving the pool's ``host`` in
+    ``pools.yaml`` (its headless Service's DNS name) to one address per ready pod.
+    ``gateway_host`` is the gateways' headless Service, resolved the same way before each wait
+    for the gateways to apply new routing, on ``gateway_port``."""
+
+    repository_uri: Annotated[str, Field(pattern=r"^s3://[^/?#]+")]
+    gateway_host: str | None = None
+    gateway_port: Annotated[int, Field(ge=1, le=65535)] = 8080
+
+
 class ControlSettings(StrictModel):
+    mode: Literal["local", "kubernetes"] = "local"
+    kubernetes: KubernetesSettings | None = None
     registry_url: str = "sqlite:///registry.db"
     artifact_store: str = "store"
     verified_dir: Path = Path("verified")
@@ -66,6 +82,12 @@ class ControlSettings(StrictModel):
     rollout: RolloutSettings = RolloutSettings()
     canary: CanarySettings = CanarySettings()
     replicas: ReplicaSettings = ReplicaSettings()
+
+    @model_validator(mode="after")
+    def _kubernetes_block_with_its_mode(self) -> ControlSettings:
+        if self.mode == "kubernetes" and self.kubernetes is None:
+            raise ValueError("mode kubernetes needs a kubernetes: block (repository_uri: s3://...)")
+        return self
 
     def resolved(self, state_dir: Path) -> ControlSettings:
         """Relative paths (and a relative SQLite file or local store) made absolute under ``state_dir``."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -93,6 +93,9 @@ class PoolSpec(StrictModel):
     profile: str | None = None
     host: str = "127.0.0.1"
     base_port: Annotated[int, Field(ge=1024, le=65000)] = 8100
+    # static: ``workers`` processes on ``host`` (base_port + 3*i). dns: one worker per address that
+    # ``host`` (a Kubernetes headless Service) resolves to, re-resolved while running, all on base_port.
+    discovery: Literal["static", "dns"] = "static"
 
     @property
     def profile_name(self) -> str:

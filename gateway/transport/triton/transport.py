@@ -37,8 +37,10 @@ class TritonTransport:
 
     @classmethod
     def connect(cls, addresses: Sequence[WorkerAddress], poll_interval_s: float = 1.0,
-                llm_models: frozenset[str] = frozenset()) -> TritonTransport:
-        return cls(WorkerPool.connect(addresses, poll_interval_s, llm_models))
+                llm_models: frozenset[str] = frozenset(),
+                discover: Callable[[], Sequence[WorkerAddress]] | None = None) -> TritonTransport:
+        """Clients for ``addresses``; with ``discover``, the workers it returns at each refresh."""
+        return cls(WorkerPool.connect(addresses, poll_interval_s, llm_models, discover))
 
     @property
     def on_refresh(self) -> list[Callable[[], None]]:

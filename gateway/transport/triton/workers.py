@@ -8,6 +8,11 @@ engine's live KV pool from Triton's metrics port (``shunter_llm_kv_blocks_*``, w
 reports them). ``views`` turns that into the scheduling core's ``WorkerView``s; the core decides
 where each request goes. Each worker also holds its reusable generation streams
 (``streams.GenerationStreams``), closed when it is unreachable.
+
+With ``discover`` (pools with ``discovery: dns``, a Kubernetes pool's pods behind a headless
+Service), each refresh first asks it for the workers there are now (off the event loop): a new
+pod gets a client, a pod that left is closed and dropped (a call still bound to it ends with
+``worker_gone``); a pod keeps its name (``<pool>-<address>``) while it stays.
 """
 
 from __future__ import annotations
@@ -55,6 +60,13 @@ class Worker:
         return frozenset(name for name, versions in self.ready_versions.items() if versions)
 
 
+def _connect(address: WorkerAddress) -> Worker:
+    options = [("grpc.max_send_message_length", _GRPC_MAX_MESSAGE_BYTES),
+               ("grpc.max_receive_message_length", _GRPC_MAX_MESSAGE_BYTES), *_RECONNECT_BACKOFF]
+    return Worker(address, grpcclient.InferenceServerClient(f"{address.host}:{address.grpc_port}",
+                                                            channel_args=options))
+
+
 @dataclass
 class WorkerPool:
     workers: list[Worker]
@@ -62,20 +74,15 @@ class WorkerPool:
     poll_timeout_s: float = 2.0
     llm_models: frozenset[str] = frozenset()
     on_refresh: list[Callable[[], None]] = field(default_factory=list)
+    discover: Callable[[], Sequence[WorkerAddress]] | None = None
     _poller: asyncio.Task[None] | None = field(default=None, repr=False)
     _http: httpx.AsyncClient | None = field(default=None, repr=False)
 
     @classmethod
     def connect(cls, addresses: Sequence[WorkerAddress], poll_interval_s: float = 1.0,
-                llm_models: frozenset[str] = frozenset()) -> WorkerPool:
-        options = [("grpc.max_send_message_length", _GRPC_MAX_MESSAGE_BYTES),
-                   ("grpc.max_receive_message_length", _GRPC_MAX_MESSAGE_BYTES),
-                   *_RECONNECT_BACKOFF]
-        workers = [
-            Worker(a, grpcclient.InferenceServerClient(f"{a.host}:{a.grpc_port}", channel_args=options))
-            for a in addresses
-        ]
-        return cls(workers, poll_interval_s, llm_models=llm_models)
+                llm_models: frozenset[str] = frozenset(),
+                discover: Callable[[], Sequence[WorkerAddress]] | None = None) -> WorkerPool:
+        return cls([_connect(a) for a in addresses], poll_interval_s, llm_models=llm_models, discover=discover)
 
     async def start(self) -> None:
         self._http = httpx.AsyncClient(timeout=self.poll_timeout_s)
@@ -91,9 +98,22 @@ class WorkerPool:
             await self._http.aclose()
 
     async def refresh(self) -> None:
+        if self.discover is not None:
+            await self.reconcile(await asyncio.to_thread(self.discover))
         await asyncio.gather(*(self._refresh_worker(w) for w in self.workers))
         for callback in self.on_refresh:
             callback()
+
+    async def reconcile(self, addresses: Sequence[WorkerAddress]) -> None:
+        """Make the pool exactly ``addresses``: connect new ones, close and drop the others."""
+        wanted = {a.name: a for a in addresses}
+        kept = [w for w in self.workers if w.address.name in wanted]
+        for worker in self.workers:
+            if worker not in kept:
+                worker.streams.close()
+                await worker.client.close()
+        known = {w.address.name for w in kept}
+        self.workers = kept + [_connect(a) for name, a in wanted.items() if name not in known]
 
     async def _refresh_worker(self, worker: Worker) -> None:
         ready: dict[str, set[int]] = {}
