@@ -122,7 +122,8 @@ def _wait_for(read: Callable[[], dict[str, Any]], done: Callable[[dict[str, Any]
 
 
 def _embed_many(url: str, texts: list[str], concurrency: int = 16) -> list[tuple[int, str]]:
-    """(status, serving version) of one embeddings request per text, ``concurrency`` at a time."""
+    """(status, serving version, or the error code of a failure) of one embeddings request per text,
+    ``concurrency`` at a time."""
     async def run() -> list[tuple[int, str]]:
         limit = asyncio.Semaphore(concurrency)
         async with httpx.AsyncClient(base_url=url, timeout=60.0,
@@ -130,6 +131,8 @@ def _embed_many(url: str, texts: list[str], concurrency: int = 16) -> list[tuple
             async def one(text: str) -> tuple[int, str]:
                 async with limit:
                     response = await client.post("/v1/embeddings", json={"model": "embed", "input": [text]})
+                    if response.status_code != 200:  # the error code, to say what failed
+                        return response.status_code, response.json().get("error", {}).get("code", "")
                     return response.status_code, response.headers.get("x-shunter-model-version", "")
             return await asyncio.gather(*(one(t) for t in texts))
     return asyncio.run(run())

@@ -174,8 +174,8 @@ async def test_an_ab_split_sticky_to_users_follows_the_x_shunter_user_header(gw:
 
     async def versions_of(user: str | None) -> set[str]:
         seen = set()
-        for i in range(12):
-            headers = {**STANDARD, **({"x-shunter-user": user} if user else {})}
+        for i in range(5):  # 45 requests in all: under the tenant's 100 requests/s
+            headers = {**PREMIUM, **({"x-shunter-user": user} if user else {})}
             response = await gw.client.post("/v1/embeddings", headers=headers,
                                             json={"model": "embed", "input": [f"{user} {i}"]})
             assert response.status_code == 200
