@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 import httpx
@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from gateway.app import create_app
 from settings.paths import StackPaths
 from settings.stack import StackConfig
+from settings.workers import WorkerAddress
 from tests.unit.gateway.conftest import STANDARD, InProcessGateway
 from tests.unit.gateway.fake_transport import FakeTransport
 
@@ -174,8 +175,8 @@ def _app_with(tmp_path: Path, settings: dict[str, object]) -> Callable[[], tuple
     (config_dir / "gateway.yaml").write_text(yaml.safe_dump({**gateway_yaml, **settings}))
     fakes: list[FakeTransport] = []
 
-    def transport(config: StackConfig, poll_interval_s: float) -> FakeTransport:
-        fakes.append(FakeTransport(config))
+    def transport(config: StackConfig, addresses: Sequence[WorkerAddress], poll_interval_s: float) -> FakeTransport:
+        fakes.append(FakeTransport(config, addresses=list(addresses)))
         return fakes[-1]
 
     def make() -> tuple[FastAPI, list[FakeTransport]]:
