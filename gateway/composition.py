@@ -87,7 +87,14 @@ _background: set[asyncio.Future[None]] = set()
 def _routes_changed(gateway: Gateway) -> None:
     """New routes may name versions the readiness poll has not seen yet: re-read the workers now."""
     gateway.metrics.routing_generation.set(gateway.routing.generation)
-    task = asyncio.ensure_future(gateway.transport.refresh())
+    _refresh_workers_now(gateway.transport)
+
+
+def _refresh_workers_now(transport: Transport) -> None:
+    """Re-read every worker's readiness in the background (its ``on_refresh`` gives the core the
+    new views): after new routes, or a replica control now lists ready, which Triton's readiness
+    as last polled may not show yet."""
+    task = asyncio.ensure_future(transport.refresh())
     _background.add(task)
     task.add_done_callback(_background.discard)
 
@@ -148,7 +155,8 @@ async def running(setup: GatewaySetup, transport: TransportFactory, poll_interva
         if replicas is not None:  # before the first views: a starting replica never takes work
             await replicas.start()
             parts.push_async_callback(replicas.close)
-            replicas.on_change.append(dispatcher.refresh_workers)
+            replicas.on_change.append(dispatcher.refresh_workers)  # a draining replica: no new work, now
+            replicas.on_change.append(lambda: _refresh_workers_now(workers))
         await workers.start()
         parts.push_async_callback(workers.close)
         workers.on_refresh.append(dispatcher.refresh_workers)
