@@ -8,6 +8,13 @@ disconnected: it leaves the queue at once). The handler ends the ticket exactly 
 ``finish(ending, generated_tokens)`` or ``finishing()``; that frees the worker's budget and wakes
 the driver. The ticket names the worker by id; the handler calls it through the ``Transport``.
 
+When that worker fails (crashes, becomes unreachable) before the request finished, the handler
+may ``redispatch(ticket)``: the request goes back to the queue with its admission kept
+(``Scheduler.requeue``), waits again at most its original queue allowance (its deadline minus its
+arrival), and the ticket then names the new worker (or the request ends as it would have in the
+queue: 504, client gone). Each attempt is counted in the request's status (``attempts``); the
+outcome is still recorded once.
+
 Each admission runs a scheduling pass at once; the driver task runs one on every finish and
 worker update, and otherwise at the earliest queued deadline, so expiry is late by no more than
 the event loop's latency.
@@ -49,6 +56,11 @@ class Ticket:
     _dispatcher: Dispatcher = field(repr=False)
     _finished: bool = False
     _first_output_seen: bool = False
+    attempts: int = 1  # dispatches so far (``Dispatcher.redispatch`` adds one)
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
 
     def first_output(self) -> None:
         """The worker sent the request's first output (its prompt is prefilled); later calls do nothing."""
@@ -135,11 +147,39 @@ class Dispatcher:
         decision = self.scheduler.submit(request, self.clock())
         if isinstance(decision, Rejected):
             raise self._rejected(request, decision)
+        dispatch = await self._await_dispatch(request, client_gone)
+        self.metrics.queue_wait_s.labels(request.model, request.tier.value).observe(dispatch.queue_wait_s)
+        return Ticket(request, dispatch, self)
+
+    async def redispatch(self, ticket: Ticket, client_gone: Callable[[], Awaitable[object]] | None = None) -> None:
+        """The ticket's worker failed before the request finished: queue it again and wait for its
+        next worker (see the module docstring). Raises as ``acquire`` does once it cannot run
+        again (the ticket then counts as finished); ``RuntimeError`` for a finished ticket."""
+        request = ticket.request
+        if ticket.finished:
+            raise RuntimeError(f"request {request.request_id} has already ended")
+        now = self.clock()
+        if self.scheduler.requeue(request.request_id, now, now + (request.deadline_s - request.arrival_s)):
+            self.metrics.in_flight.labels(request.model).dec()
+        ticket.attempts += 1
+        self.statuses.retrying(request.request_id, ticket.attempts)
+        self.metrics.retries.labels(request.model).inc()
+        try:
+            ticket.dispatch = await self._await_dispatch(request, client_gone, queued=True)
+        except BaseException:
+            ticket._finished = True  # ended by _await_dispatch (outcome recorded once, there)
+            raise
+        ticket._first_output_seen = False
+
+    async def _await_dispatch(self, request: Request, client_gone: Callable[[], Awaitable[object]] | None,
+                              queued: bool = False) -> Dispatch:
+        """Wait until the driver releases the admitted (or requeued) request to a worker; on any
+        other end (expired, shed, client gone, worker gone) record its outcome and raise."""
         future: asyncio.Future[Dispatch] = asyncio.get_running_loop().create_future()
         self._waiting[request.request_id] = future
         self._schedule_now()
-        if request.deadline_s < self._driver_wakes_s:
-            self._wake.set()  # the driver sleeps past this deadline: let it re-plan its sleep
+        if queued or request.deadline_s < self._driver_wakes_s:
+            self._wake.set()  # the driver may sleep past this deadline: let it re-plan its sleep
         # Most requests are dispatched by the pass above: no disconnect watcher task for those.
         watcher = asyncio.ensure_future(client_gone()) if client_gone is not None and not future.done() else None
         try:
@@ -163,9 +203,8 @@ class Dispatcher:
         if not self.transport.has_worker(dispatch.worker_id):
             raise self._worker_gone(request, dispatch.worker_id)
         self.statuses.dispatched(dispatch, dispatch.worker_id)
-        self.metrics.queue_wait_s.labels(request.model, request.tier.value).observe(dispatch.queue_wait_s)
         self.metrics.in_flight.labels(request.model).inc()
-        return Ticket(request, dispatch, self)
+        return dispatch
 
     def _abandon(self, request: Request, future: asyncio.Future[Dispatch]) -> None:
         """The waiter left (disconnect, cancellation): take it out of the queue or off its worker."""

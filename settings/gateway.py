@@ -31,6 +31,11 @@ class GatewaySettings(StrictModel):
     fair_share_lift_grace_s: Annotated[float, Field(ge=0, le=3600)] = 2.0
     status_flush_interval_s: Annotated[float, Field(gt=0, le=10)] = 0.02
     quota_lease_s: Seconds = 900.0
+    # A worker that crashes or cannot be reached: a request that has produced nothing (or a
+    # generation, resumed from its last sent token) runs at most this many times in all.
+    worker_attempts: Annotated[int, Field(ge=1, le=10)] = 3
+    # How long a streamed response stays resumable with Last-Event-ID after its last event.
+    stream_retention_s: Annotated[float, Field(gt=0, le=86_400)] = 300.0
 
     @field_validator("state_store")
     @classmethod

@@ -64,7 +64,9 @@ async def _start_call(request: Request, tenant: Tenant, model: ModelSpec,
     ticket = await gateway.admission.admit(request, tenant, model, generation.prompt_tokens, generation.max_tokens,
                                            prefixes=generation.prefixes)
     return Call(request_context(request).request_id, tenant, model, generation, int(time.time()), ticket,
-                gateway.transport)
+                gateway.transport, redispatch=gateway.dispatcher.redispatch,
+                max_attempts=gateway.admission.max_attempts,
+                on_resume=gateway.metrics.stream_resumes.labels("worker").inc)
 
 
 def _event_stream(stream: Any, call: Call) -> EventSourceResponse:

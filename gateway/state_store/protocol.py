@@ -54,11 +54,12 @@ class RequestRecord:
     worker: str | None = None
     queue_wait_s: float | None = None
     gateway: str | None = None  # the gateway process that holds it
+    attempts: int = 1  # dispatches: more than one when a worker failed and the request was sent again
 
     def public(self) -> dict[str, object]:
         return {"id": self.request_id, "object": "request", "model": self.model, "tier": self.tier,
                 "created": self.created, "status": self.status, "outcome": self.outcome,
-                "pool": self.pool, "queue_wait_s": self.queue_wait_s}
+                "pool": self.pool, "queue_wait_s": self.queue_wait_s, "attempts": self.attempts}
 
 
 @dataclass(frozen=True)

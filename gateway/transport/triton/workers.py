@@ -7,6 +7,13 @@ engine's live KV pool from Triton's metrics port (``shunter_llm_kv_blocks_*``, w
 reports them). ``views`` turns that into the scheduling core's ``WorkerView``s; the core decides
 where each request goes. Each worker also holds its reusable generation streams
 (``streams.GenerationStreams``), closed when it is unreachable.
+
+A worker that fails a call (crashed, unreachable: ``mark_down``) is down at once, not at the next
+poll: nothing is ready on it, the ``on_refresh`` callbacks run (so the scheduler stops placing
+there), and it is polled every ``recovery_poll_s`` until a model is READY on it again, so that
+readiness returns within that interval of Triton's. gRPC's reconnect backoff (1 s growing to
+120 s by default, during which calls fail without trying) is capped at ``MAX_RECONNECT_BACKOFF_MS``:
+with the default, ``/readyz`` lagged a restarted worker by seconds.
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ from scheduling.workers import WorkerView
 from settings.workers import WorkerAddress
 
 _GRPC_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+MAX_RECONNECT_BACKOFF_MS = 250
+RECOVERY_POLL_S = 0.2
 
 
 @dataclass
@@ -55,14 +64,19 @@ class WorkerPool:
     poll_timeout_s: float = 2.0
     llm_models: frozenset[str] = frozenset()
     on_refresh: list[Callable[[], None]] = field(default_factory=list)
+    recovery_poll_s: float = RECOVERY_POLL_S
     _poller: asyncio.Task[None] | None = field(default=None, repr=False)
+    _recovering: dict[str, asyncio.Task[None]] = field(default_factory=dict, repr=False)
     _http: httpx.AsyncClient | None = field(default=None, repr=False)
 
     @classmethod
     def connect(cls, addresses: Sequence[WorkerAddress], poll_interval_s: float = 1.0,
                 llm_models: frozenset[str] = frozenset()) -> WorkerPool:
         options = [("grpc.max_send_message_length", _GRPC_MAX_MESSAGE_BYTES),
-                   ("grpc.max_receive_message_length", _GRPC_MAX_MESSAGE_BYTES)]
+                   ("grpc.max_receive_message_length", _GRPC_MAX_MESSAGE_BYTES),
+                   ("grpc.initial_reconnect_backoff_ms", 100),
+                   ("grpc.min_reconnect_backoff_ms", 100),
+                   ("grpc.max_reconnect_backoff_ms", MAX_RECONNECT_BACKOFF_MS)]
         workers = [
             Worker(a, grpcclient.InferenceServerClient(f"{a.host}:{a.grpc_port}", channel_args=options))
             for a in addresses
@@ -76,6 +90,8 @@ class WorkerPool:
 
     async def close(self) -> None:
         await stop(self._poller)
+        for task in list(self._recovering.values()):
+            await stop(task)
         for worker in self.workers:
             worker.streams.close()
             await worker.client.close()
@@ -84,8 +100,40 @@ class WorkerPool:
 
     async def refresh(self) -> None:
         await asyncio.gather(*(self._refresh_worker(w) for w in self.workers))
+        self._changed()
+        for worker in self.workers:
+            if not worker.ready_models:
+                self._recover(worker)
+
+    def _changed(self) -> None:
         for callback in self.on_refresh:
             callback()
+
+    def mark_down(self, worker: Worker) -> None:
+        """``worker`` failed a call (crashed or unreachable): down now; see the module docstring."""
+        if worker.ready_versions:
+            worker.ready_versions = {}
+            worker.kv_total_tokens = worker.kv_used_tokens = None
+            worker.streams.close()
+            self._changed()
+        self._recover(worker)
+
+    def _recover(self, worker: Worker) -> None:
+        """Poll a down worker every ``recovery_poll_s`` until a model is ready on it (one task)."""
+        name = worker.address.name
+        if name in self._recovering or self._poller is None:
+            return
+
+        async def poll_until_ready() -> None:
+            try:
+                while not worker.ready_models:
+                    await asyncio.sleep(self.recovery_poll_s)
+                    await self._refresh_worker(worker)
+                self._changed()
+            finally:
+                self._recovering.pop(name, None)
+
+        self._recovering[name] = asyncio.create_task(poll_until_ready(), name=f"recover-{name}")
 
     async def _refresh_worker(self, worker: Worker) -> None:
         ready: dict[str, set[int]] = {}
