@@ -1,0 +1,105 @@
+"""A worker that crashes, in-process: requests that produced nothing run again, streams resume from
+the tokens already sent, and a crash past the attempts is ``worker_failed`` (503), counted once.
+(The real crash, ``kill -9`` on a tritonserver, is tests/integration/test_worker_faults.py.)"""
+
+from __future__ import annotations
+
+import orjson
+
+from tests.unit.gateway.conftest import BATCH, STANDARD, InProcessGateway
+
+CHAT = {"model": "chat", "messages": [{"role": "user", "content": "What is the capital of France?"}]}
+EMBED = {"model": "embed", "input": ["a cat", "a kitten"]}
+
+
+def _sse(body: str) -> list[tuple[str | None, str]]:
+    """(id, data) of every event of an SSE body."""
+    events: list[tuple[str | None, str]] = []
+    event_id: str | None = None
+    for line in body.splitlines():
+        if line.startswith("id: "):
+            event_id = line.removeprefix("id: ")
+        elif line.startswith("data: "):
+            events.append((event_id, line.removeprefix("data: ")))
+            event_id = None
+    return events
+
+
+async def _status(gw: InProcessGateway, request_id: str, headers: dict[str, str]) -> dict[str, object]:
+    response = await gw.client.get(f"/v1/requests/{request_id}", headers=headers)
+    body: dict[str, object] = response.json()
+    return body
+
+
+async def test_an_embedding_whose_worker_crashes_is_sent_again_and_answered(gw: InProcessGateway) -> None:
+    gw.workers.crashes = 1
+    response = await gw.client.post("/v1/embeddings", headers=BATCH, json=EMBED)
+    assert response.status_code == 200, response.text
+    assert len(gw.workers.row_calls) == 2
+    status = await _status(gw, response.headers["x-request-id"], BATCH)
+    assert (status["outcome"], status["attempts"]) == ("completed", 2)
+    assert gw.metric("shunter_worker_retries_total", model="embed") == 1
+    assert gw.metric("shunter_requests_total", route="/v1/embeddings", model="embed", outcome="completed") == 1
+
+
+async def test_a_crash_on_every_attempt_is_worker_failed_503_with_retry_after_counted_once(
+        gw: InProcessGateway) -> None:
+    gw.workers.crashes = 10
+    response = await gw.client.post("/v1/embeddings", headers=BATCH, json=EMBED)
+    assert response.status_code == 503
+    assert response.headers["retry-after"] == "1"
+    assert response.json()["error"]["code"] == "worker_failed"
+    assert len(gw.workers.row_calls) == gw.gateway.admission.max_attempts == 3
+    status = await _status(gw, response.headers["x-request-id"], BATCH)
+    assert (status["outcome"], status["attempts"]) == ("failed(worker_failed)", 3)
+    assert gw.metric("shunter_scheduled_outcomes_total", tier="batch", outcome="failed") == 1
+    assert gw.metric("shunter_in_flight_requests", model="embed") == 0
+
+
+async def test_a_kserve_infer_whose_worker_crashes_is_sent_again(gw: InProcessGateway) -> None:
+    gw.workers.crashes = 1
+    body = {"inputs": [{"name": "features", "datatype": "FP32", "shape": [2, 64], "data": [0.0] * 128}]}
+    response = await gw.client.post("/v2/models/tabular/infer", headers=BATCH, json=body)
+    assert response.status_code == 200, response.text
+    assert len(gw.workers.tensor_calls) == 2
+
+
+async def test_a_stream_whose_worker_crashes_resumes_with_no_gap_and_no_repeat(gw: InProcessGateway) -> None:
+    gw.workers.crashes, gw.workers.crash_after_chunks = 1, 2
+    response = await gw.client.post("/v1/chat/completions", headers=STANDARD, json={**CHAT, "stream": True})
+    events = _sse(response.text)
+    assert events[-1][1] == "[DONE]"
+    chunks = [orjson.loads(data) for _, data in events[:-1]]
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
+    assert text == "Paris is the capital."
+    first, second = gw.workers.generations
+    assert first.request.continuation == ()
+    assert second.request.continuation == (100, 101)  # the ids of the two chunks the client has
+    assert second.request.seed == first.request.seed is not None  # a seed is drawn once, kept on resume
+    request_id = response.headers["x-request-id"]
+    assert [event_id for event_id, _ in events] == [f"{request_id}:{n}" for n in range(1, len(events) + 1)]
+    assert gw.metric("shunter_stream_resumes_total", kind="worker") == 1
+    status = await _status(gw, request_id, STANDARD)
+    assert (status["outcome"], status["attempts"]) == ("completed", 2)
+
+
+async def test_a_non_streamed_chat_whose_worker_crashes_mid_generation_is_answered_whole(
+        gw: InProcessGateway) -> None:
+    gw.workers.crashes, gw.workers.crash_after_chunks = 1, 3
+    response = await gw.client.post("/v1/chat/completions", headers=STANDARD, json=CHAT)
+    assert response.status_code == 200, response.text
+    assert response.json()["choices"][0]["message"]["content"] == "Paris is the capital."
+    assert response.json()["usage"]["completion_tokens"] == 4
+
+
+async def test_a_stream_whose_workers_keep_crashing_ends_with_one_worker_failed_event(gw: InProcessGateway) -> None:
+    gw.workers.crashes, gw.workers.crash_after_chunks = 10, 1
+    response = await gw.client.post("/v1/chat/completions", headers=STANDARD, json={**CHAT, "stream": True})
+    events = _sse(response.text)
+    assert "[DONE]" not in [data for _, data in events]
+    assert orjson.loads(events[-1][1])["error"]["code"] == "worker_failed"
+    chunks = [orjson.loads(data) for _, data in events[:-1]]
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
+    assert text == "Paris"  # what the first worker sent, once
+    assert gw.metric("shunter_requests_total", route="/v1/chat/completions", model="chat",
+                     outcome="failed(worker_failed)") == 1
