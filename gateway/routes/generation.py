@@ -23,7 +23,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import orjson
 from fastapi import Request as HttpRequest
 from sse_starlette import ServerSentEvent
 
@@ -41,6 +40,7 @@ from gateway.errors import (
 )
 from gateway.outcomes import CANCELLED, COMPLETED, Ending
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, as_list
+from gateway.stream_journal import StreamEvents
 from gateway.transport.protocol import GenerationRequest, TextChunk, Transport
 from scheduling.prediction.prefix_reuse import PromptPrefixes
 from scheduling.tenants import Tenant
@@ -196,58 +196,60 @@ def record_tokens(gateway: Gateway, call: Call, last: TextChunk) -> None:
     tokens.labels(call.tenant.name, call.model.name, "completion").inc(last.completion_tokens)
 
 
-def sse(data: dict[str, Any] | str, event_id: str | None = None) -> ServerSentEvent:
-    payload = data if isinstance(data, str) else orjson.dumps(data).decode()
-    return ServerSentEvent(data=payload, id=event_id)
+def chat_chunk(base: dict[str, Any], chunk: TextChunk) -> dict[str, Any]:
+    delta = {"content": chunk.text} if chunk.text else {}
+    return {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": chunk.finish_reason}]}
 
 
-@dataclass
-class EventIds:
-    """``<request id>:<n>`` for the n-th event of a stream (n from 1): what a client reconnecting
-    with ``Last-Event-ID`` names."""
+def completion_chunk(base: dict[str, Any], chunk: TextChunk) -> dict[str, Any]:
+    return {**base, "choices": [{"index": 0, "text": chunk.text, "logprobs": None,
+                                 "finish_reason": chunk.finish_reason}]}
 
-    request_id: str
-    count: int = 0
 
-    def event(self, data: dict[str, Any] | str) -> ServerSentEvent:
-        self.count += 1
-        return sse(data, f"{self.request_id}:{self.count}")
+CHUNK_MAKERS: dict[str, Callable[[dict[str, Any], TextChunk], dict[str, Any]]] = {
+    "chat.completion.chunk": chat_chunk, "text_completion": completion_chunk}
 
 
 async def sse_stream(
-    gateway: Gateway, call: Call, context: RequestContext,
-    first_chunk: dict[str, Any] | None, make_chunk: Callable[[TextChunk], dict[str, Any]],
-    include_usage: bool, usage_chunk: Callable[[dict[str, int]], dict[str, Any]],
+    gateway: Gateway, call: Call, context: RequestContext, first_chunk: dict[str, Any] | None,
+    base: dict[str, Any], include_usage: bool, events: StreamEvents | None = None,
 ) -> AsyncIterator[ServerSentEvent]:
-    """The SSE body of a streamed call: chunks, optional usage, ``[DONE]``; or an error event.
-    Ends the call's ticket with the outcome and the tokens generated."""
+    """The SSE body of a streamed call: chunks (``CHUNK_MAKERS[base["object"]]``), optional usage,
+    ``[DONE]``; or an error event. Every event is numbered (and journaled) by ``events``. Ends the
+    call's ticket with the outcome and the tokens generated."""
+    make_chunk = CHUNK_MAKERS[base["object"]]
+    events = events or StreamEvents(call.request_id)
     first_token_seen = False
     ending, generated = CANCELLED, 0
-    ids = EventIds(call.request_id)
+    pending_ids: tuple[int, ...] = ()  # ids of chunks that carried no event (no text): go with the next
     try:
         if first_chunk is not None:
-            yield ids.event(first_chunk)
+            yield await events.event(first_chunk)
         async for chunk in call.chunks():
             generated = chunk.completion_tokens
+            pending_ids += chunk.token_ids
             if chunk.text and not first_token_seen:
                 first_token_seen = True
                 ttft_s = gateway.dispatcher.clock() - call.ticket.request.arrival_s
                 gateway.metrics.ttft_s.labels(call.model.name, call.tenant.tier.value).observe(ttft_s)
                 context.ttft_s = ttft_s
             if chunk.text or chunk.finish_reason is not None:
-                yield ids.event(make_chunk(chunk))
+                yield await events.event(make_chunk(base, chunk), pending_ids)
+                pending_ids = ()
             if chunk.finish_reason is not None:
                 record_tokens(gateway, call, chunk)
                 if include_usage:
-                    yield ids.event(usage_chunk(usage(chunk)))
-        yield ids.event("[DONE]")
+                    yield await events.event({**base, "choices": [], "usage": usage(chunk)})
         ending = COMPLETED
+        yield await events.event("[DONE]", done=True)
     except GatewayError as exc:
         ending = context.ending = exc.ending
-        yield ids.event(exc.body())
+        yield await events.event(exc.body(), done=True)
     except Exception:  # never cut a stream without telling the client why
         failure = UpstreamError(f"generation on model {call.model.name} failed")
         ending = context.ending = failure.ending
-        yield ids.event(failure.body())
+        yield await events.event(failure.body(), done=True)
     finally:
+        if ending == CANCELLED:
+            events.detach()
         call.ticket.finish(ending, generated)

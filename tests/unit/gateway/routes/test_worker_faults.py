@@ -103,3 +103,55 @@ async def test_a_stream_whose_workers_keep_crashing_ends_with_one_worker_failed_
     assert text == "Paris"  # what the first worker sent, once
     assert gw.metric("shunter_requests_total", route="/v1/chat/completions", model="chat",
                      outcome="failed(worker_failed)") == 1
+
+
+def _text(events: list[tuple[str | None, str]]) -> str:
+    chunks = [orjson.loads(data) for _, data in events if data != "[DONE]"]
+    return "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c.get("choices"))
+
+
+async def test_a_client_reconnecting_with_last_event_id_gets_the_rest_of_a_finished_stream(
+        gw: InProcessGateway) -> None:
+    first = await gw.client.post("/v1/chat/completions", headers=STANDARD, json={**CHAT, "stream": True})
+    events = _sse(first.text)
+    last_seen = events[2][0]
+    assert last_seen is not None
+    again = await gw.client.post("/v1/chat/completions", headers={**STANDARD, "Last-Event-ID": last_seen},
+                                 json={**CHAT, "stream": True})
+    assert again.status_code == 200
+    assert _sse(again.text) == events[3:]
+    assert len(gw.workers.generations) == 1  # replayed from the journal, not generated again
+    assert gw.metric("shunter_stream_resumes_total", kind="client") == 1
+
+
+async def test_a_detached_stream_is_continued_from_its_token_ids_by_the_gateway_the_client_reconnects_to(
+        gw: InProcessGateway) -> None:
+    whole = await gw.client.post("/v1/chat/completions", headers=STANDARD, json={**CHAT, "stream": True})
+    events = _sse(whole.text)
+    journal = await gw.gateway.store.read_stream(whole.headers["x-request-id"], 0)
+    assert journal is not None and journal.done
+    # The same stream as a gateway whose client left after three events would have left it.
+    store = gw.gateway.store
+    await store.open_stream("req_cut", "demo-standard", journal.context, 60.0)
+    await store.append_stream("req_cut", journal.events[:3], False, 60.0)
+    await store.set_stream_owner("req_cut", "-detached-", 60.0)
+    resumed = await gw.client.post("/v1/chat/completions", headers={**STANDARD, "Last-Event-ID": "req_cut:3"},
+                                   json={**CHAT, "stream": True})
+    rest = _sse(resumed.text)
+    assert [event_id for event_id, _ in rest] == [f"req_cut:{n}" for n in range(4, 4 + len(rest))]
+    assert [data for _, data in rest] == [data for _, data in events[3:]][:len(rest)]
+    assert _text(events[:3]) + _text(rest) == _text(events) == "Paris is the capital."
+    assert gw.workers.generations[-1].request.continuation == (100, 101)
+    assert gw.workers.generations[-1].request.seed == gw.workers.generations[0].request.seed
+
+
+async def test_last_event_id_of_another_tenant_or_not_ours_is_refused(gw: InProcessGateway) -> None:
+    first = await gw.client.post("/v1/chat/completions", headers=STANDARD, json={**CHAT, "stream": True})
+    last_seen = _sse(first.text)[1][0]
+    assert last_seen is not None
+    other = await gw.client.post("/v1/chat/completions", headers={**BATCH, "Last-Event-ID": last_seen},
+                                 json={**CHAT, "stream": True})
+    assert (other.status_code, other.json()["error"]["code"]) == (404, "stream_not_found")
+    bad = await gw.client.post("/v1/chat/completions", headers={**STANDARD, "Last-Event-ID": "nonsense"},
+                               json={**CHAT, "stream": True})
+    assert (bad.status_code, bad.json()["error"]["param"]) == (400, "Last-Event-ID")
