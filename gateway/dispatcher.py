@@ -30,7 +30,14 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.errors import ClientClosedError, DeadlineExceededError, GatewayError, UnavailableError, rejection_error
+from gateway.errors import (
+    ClientClosedError,
+    DeadlineExceededError,
+    GatewayError,
+    UnavailableError,
+    WorkerFailedError,
+    rejection_error,
+)
 from gateway.metrics import GatewayMetrics
 from gateway.outcomes import CANCELLED, COMPLETED, INTERNAL_FAILURE, Ending
 from gateway.request_status import RequestStatusStore
@@ -165,16 +172,18 @@ class Dispatcher:
         self.statuses.retrying(request.request_id, ticket.attempts)
         self.metrics.retries.labels(request.model).inc()
         try:
-            ticket.dispatch = await self._await_dispatch(request, client_gone, queued=True)
+            ticket.dispatch = await self._await_dispatch(request, client_gone, queued=True, after_failure=True)
         except BaseException:
             ticket._finished = True  # ended by _await_dispatch (outcome recorded once, there)
             raise
         ticket._first_output_seen = False
 
     async def _await_dispatch(self, request: Request, client_gone: Callable[[], Awaitable[object]] | None,
-                              queued: bool = False) -> Dispatch:
+                              queued: bool = False, after_failure: bool = False) -> Dispatch:
         """Wait until the driver releases the admitted (or requeued) request to a worker; on any
-        other end (expired, shed, client gone, worker gone) record its outcome and raise."""
+        other end (expired, shed, client gone, worker gone) record its outcome and raise. A request
+        queued again ``after_failure`` of its worker that expires ends as ``worker_failed``: that
+        failure, not the queue, is what the client must hear about."""
         future: asyncio.Future[Dispatch] = asyncio.get_running_loop().create_future()
         self._waiting[request.request_id] = future
         self._schedule_now()
@@ -188,8 +197,11 @@ class Dispatcher:
                 await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
             dispatch = await future if future.done() or watcher is None else None
         except GatewayError as exc:  # expired or shed while queued
+            if after_failure and isinstance(exc, DeadlineExceededError):
+                exc = WorkerFailedError("the worker serving the request failed and no other worker could take it "
+                                        "before its deadline")
             self._ended(request, exc.ending)
-            raise
+            raise exc from None
         except BaseException:
             self._abandon(request, future)
             raise

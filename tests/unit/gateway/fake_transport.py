@@ -66,6 +66,7 @@ class FakeTransport:
     started: bool = False
     crashes: int = 0
     crash_after_chunks: int = 0
+    down_on_crash: bool = False  # a crash takes every worker down (not ready) until ``ready`` is set again
 
     def __post_init__(self) -> None:
         self.addresses: list[WorkerAddress] = worker_addresses(self.config)
@@ -119,6 +120,10 @@ class FakeTransport:
     def _crash(self) -> None:
         if self.crashes > 0:
             self.crashes -= 1
+            if self.down_on_crash:
+                self.ready = False
+                for callback in self.on_refresh:
+                    callback()
             raise WorkerFailedError("the worker failed or cannot be reached")
 
     async def infer_rows(self, call: RowCall, columns: Columns) -> Columns:

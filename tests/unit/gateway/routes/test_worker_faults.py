@@ -155,3 +155,14 @@ async def test_last_event_id_of_another_tenant_or_not_ours_is_refused(gw: InProc
     bad = await gw.client.post("/v1/chat/completions", headers={**STANDARD, "Last-Event-ID": "nonsense"},
                                json={**CHAT, "stream": True})
     assert (bad.status_code, bad.json()["error"]["param"]) == (400, "Last-Event-ID")
+
+
+async def test_a_request_whose_worker_died_with_no_worker_back_before_its_deadline_is_worker_failed(
+        gw: InProcessGateway) -> None:
+    gw.workers.crashes, gw.workers.down_on_crash = 1, True
+    response = await gw.client.post("/v1/embeddings", headers={**BATCH, "X-Deadline-Ms": "300"}, json=EMBED)
+    assert (response.status_code, response.json()["error"]["code"]) == (503, "worker_failed")
+    assert response.headers["retry-after"] == "1"
+    status = await _status(gw, response.headers["x-request-id"], BATCH)
+    assert (status["outcome"], status["attempts"]) == ("failed(worker_failed)", 2)
+    assert len(gw.workers.row_calls) == 1  # never sent to a worker that is down
