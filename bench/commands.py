@@ -45,6 +45,7 @@ BENCHMARKS = (
     Command("push", "bench.push"),
     Command("rollout", "bench.rollout"),
     Command("gateways", "bench.gateways"),
+    Command("chaos", "bench.chaos"),
 )
 STUDIES = tuple(Command(f"studies.{name}", f"bench.studies.{name}") for name in (
     "fit_cpu_worker", "served_cost", "served_ttft", "fidelity_real", "fidelity_report",
