@@ -85,6 +85,9 @@ async def stream_once(client: httpx.AsyncClient, prompt: str, headers: dict[str,
                                      headers={**headers, **resume}) as response:
                 if response.status_code != 200:
                     await response.aread()
+                    if resume and response.status_code == 503:  # a reconnect told to come back shortly
+                        await asyncio.sleep(float(response.headers.get("retry-after", "1")))
+                        continue
                     return _outcome(response), "".join(text), reconnects, first_s
                 async for line in response.aiter_lines():
                     if line.startswith("id: "):

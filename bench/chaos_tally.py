@@ -66,7 +66,16 @@ class Tally:
             "stream_reconnects": sum(e.reconnects for e in streams),
             "resends": sum(e.reconnects for e in others),
             "max_latency_s": round(max((e.latency_s for e in self.endings), default=0.0), 3),
+            "latency_s": {kind: _quantiles([e.latency_s for e in self.endings if e.kind == kind])
+                          for kind in sorted(ended)},
         }
+
+
+def _quantiles(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    def at(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
+    return {"p50": at(0.5), "p99": at(0.99), "max": round(ordered[-1], 3)}
 
 
 def _share(endings: list[Ending]) -> float | None:

@@ -85,6 +85,10 @@ async def resume_stream(request: Request, tenant: Tenant, header: str) -> EventS
         raise NotFoundError(f"no stream {request_id} to resume (streams stay resumable for "
                             f"{gateway.settings.stream_retention_s:.0f} s after their last event)",
                             code="stream_not_found")
+    if after > journal.length:  # events are recorded before they are sent: recording failed
+        raise NotFoundError(f"stream {request_id} was recorded up to event {journal.length} only (the state "
+                            f"store failed while it was sent): it cannot be resumed after event {after}",
+                            code="stream_not_found")
     request_context(request).model = orjson.loads(journal.context)["model"]
     gateway.metrics.stream_resumes.labels("client").inc()
     return event_stream(_follow(request, gateway, tenant, request_id, journal))

@@ -345,9 +345,7 @@ class RedisStateStore:
                             ttl_s: float) -> None:
         meta, listed, ttl_ms = self._key("sse", request_id), self._key("sse", request_id, "events"), _ms(ttl_s)
 
-        async def write() -> None:
-            if not await self._client.exists(meta):
-                return
+        async def write() -> None:  # one round trip; events of a journal never opened expire unread
             pipe = self._client.pipeline(transaction=True)
             if events:
                 pipe.rpush(listed, *(orjson.dumps([e.seq, e.data, list(e.token_ids)]) for e in events))
