@@ -166,8 +166,10 @@ class Dispatcher:
         if ticket.finished:
             raise RuntimeError(f"request {request.request_id} has already ended")
         now = self.clock()
-        if self.scheduler.requeue(request.request_id, now, now + (request.deadline_s - request.arrival_s)):
-            self.metrics.in_flight.labels(request.model).dec()
+        if not self.scheduler.requeue(request.request_id, now, now + (request.deadline_s - request.arrival_s)):
+            ticket.finish(WorkerFailedError("the worker serving the request failed").ending)  # not in flight
+            raise WorkerFailedError("the worker serving the request failed and it cannot be sent again")
+        self.metrics.in_flight.labels(request.model).dec()
         ticket.attempts += 1
         self.statuses.retrying(request.request_id, ticket.attempts)
         self.metrics.retries.labels(request.model).inc()
