@@ -12,7 +12,10 @@ while it sends, ``OWNER_LEASE_S``). When its client goes away it marks the strea
 gateway that dies simply stops renewing. A stream that is not done and whose owner is detached or
 gone is continued by the gateway the client reconnects to, from the journal's token ids.
 
-When the store fails, the stream goes on unrecorded (it is no longer resumable); one warning.
+When the store fails, the stream goes on and its unrecorded events wait (at most
+``MAX_PENDING_EVENTS``): each later event first retries them, so the journal catches up once the
+store answers again; a client whose ``Last-Event-ID`` is past what the journal holds is refused
+rather than sent a repeat (``routes/stream_resume.py``). One warning per stream.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ log = logging.getLogger(__name__)
 OWNER_LEASE_S = 3.0
 OWNER_RENEW_S = 1.0
 DETACHED = "-detached-"
+MAX_PENDING_EVENTS = 10_000
 _background: set[asyncio.Task[None]] = set()
 
 
@@ -62,23 +66,31 @@ class Journal:
         self._clock = clock
         self._opened = False
         self._failed = False
+        self._warned = False
+        self._pending: list[StreamEvent] = []  # sent but not yet recorded (the store failed)
         self._renewed_s = float("-inf")
 
     async def record(self, event: StreamEvent, done: bool) -> None:
         if self._failed:
             return
+        self._pending.append(event)
         try:
             if not self._opened:
                 await self._store.open_stream(self.request_id, self._tenant, self._context, self._retention_s)
                 self._opened = True
-            await self._store.append_stream(self.request_id, [event], done, self._retention_s)
+            await self._store.append_stream(self.request_id, self._pending, done, self._retention_s)
+            self._pending = []
             now = self._clock()
             if not done and now - self._renewed_s >= OWNER_RENEW_S:
                 self._renewed_s = now
                 await self._store.set_stream_owner(self.request_id, self._gateway_id, OWNER_LEASE_S)
         except StoreUnavailable as exc:
-            self._failed = True
-            log.warning("stream %s is no longer resumable: %s", self.request_id, exc)
+            if not self._warned:
+                self._warned = True
+                log.warning("stream %s: the state store did not record its events (%s); retrying with the next",
+                            self.request_id, exc)
+            if len(self._pending) > MAX_PENDING_EVENTS:
+                self._failed, self._pending = True, []
 
     def detach(self) -> None:
         """The client went away before the end: any gateway may continue the stream now."""

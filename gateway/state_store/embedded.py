@@ -269,7 +269,8 @@ class EmbeddedStateStore:
         stream = self._streams.get(request_id)
         if stream is None:
             return
-        stream.events.extend(events)
+        recorded = len(stream.events)
+        stream.events.extend(e for e in events if e.seq > recorded)  # numbered from 1: a repeat is dropped
         stream.done = stream.done or done
         self._streams.put(request_id, stream, ttl_s)
 

@@ -368,7 +368,12 @@ class RedisStateStore:
             if not fields:
                 return None
             values = {_text(k): v for k, v in fields.items()}
-            parsed = [orjson.loads(raw) for raw in raw_events]
+            parsed, seen = [], set()
+            for raw in raw_events:  # an append retried after a timeout may have landed twice: first wins
+                entry = orjson.loads(raw)
+                if entry[0] not in seen:
+                    seen.add(entry[0])
+                    parsed.append(entry)
             events = tuple(StreamEvent(int(seq), str(data), tuple(int(t) for t in ids))
                            for seq, data, ids in parsed if int(seq) > after)
             return StreamJournal(_text(values["tenant"]), bytes(values["context"]), events,

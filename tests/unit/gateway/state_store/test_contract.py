@@ -330,3 +330,13 @@ async def test_a_stream_journal_is_read_after_a_number_from_any_gateway_and_expi
     assert await store.read_stream("never-opened", 0) is None
     await backend.advance(1.2)
     assert await store.read_stream("r1", 0) is None
+
+
+async def test_a_journal_event_appended_twice_is_read_once(backend: Backend) -> None:
+    store = backend.store
+    await store.open_stream("r2", "acme", b"{}", 60.0)
+    await store.append_stream("r2", [StreamEvent(1, "a", (1,))], False, 60.0)
+    await store.append_stream("r2", [StreamEvent(1, "a", (1,)), StreamEvent(2, "b", (2,))], False, 60.0)
+    journal = await store.read_stream("r2", 0)
+    assert journal is not None
+    assert ([e.seq for e in journal.events], journal.token_ids, journal.length) == ([1, 2], (1, 2), 2)
