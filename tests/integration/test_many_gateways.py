@@ -190,6 +190,30 @@ def test_a_stream_dropped_on_one_gateway_is_resumed_through_the_other_with_last_
     assert [e for e, _ in dropped + rest] == [f"{request_id}:{n}" for n in range(1, len(dropped) + len(rest) + 1)]
 
 
+def test_a_stream_whose_gateway_is_killed_is_continued_by_the_other_with_last_event_id(fleet: Fleet) -> None:
+    supervisor = fleet.stack.gateway_supervisor
+    assert supervisor is not None
+    restarts = supervisor.restarts()[0]
+    body = {"model": "chat", "messages": [{"role": "user", "content": "Tell me about lighthouses."}],
+            "max_tokens": 24, "temperature": 0, "stream": True}
+    cut: list[tuple[str, str]] = []
+    with fleet.gateway(0) as first, fleet.gateway(1) as second:
+        whole = _chat_events(second, {})
+        event_id = ""
+        with pytest.raises(httpx.TransportError), first.stream("POST", "/v1/chat/completions", json=body) as response:
+            for line in response.iter_lines():  # the gateway dies under the open stream
+                if line.startswith("id: "):
+                    event_id = line[4:]
+                elif line.startswith("data: "):
+                    cut.append((event_id, line[6:]))
+                    if len(cut) == 3:
+                        supervisor.processes[0].send_signal(signal.SIGKILL)
+        rest = _chat_events(second, {"Last-Event-ID": cut[-1][0]})
+    assert rest[-1][1] == "[DONE]"
+    assert _chat_text(cut) + _chat_text(rest) == _chat_text(whole)
+    _until(lambda: supervisor.restarts()[0] > restarts, timeout_s=120)
+
+
 def test_while_a_killed_gateway_restarts_the_other_serves(fleet: Fleet) -> None:
     supervisor = fleet.stack.gateway_supervisor
     assert supervisor is not None
