@@ -98,8 +98,9 @@ def up(
     console.print("Press Ctrl-C to stop.")
     try:
         while not stop.wait(1.0):
-            if stack.gateway is not None and stack.gateway.poll() is not None:
-                console.print("[red]the gateway exited; stopping[/]")
+            supervisor = stack.gateway_supervisor
+            if supervisor is not None and supervisor.gave_up is not None:
+                console.print(f"[red]{supervisor.gave_up}; stopping[/]")
                 break
     finally:
         with console.status("stopping…"):

@@ -5,8 +5,9 @@ which renders the live versions it holds into the model repository (the one rend
 ``prepare``, which renders the built artifacts directly, is for ``shunter build-artifacts``),
 starts the workers (waiting for every model READY), the control API and the canary analysis in
 threads, and the gateway as its own process following control's routing, then waits for the
-gateway's ``/readyz``. ``stop()`` undoes it in reverse order: the gateway first (no new traffic),
-then control, then the workers.
+gateway's ``/readyz``. A gateway process that dies is restarted with backoff, and left down after
+repeated crashes (``gateway_supervisor``). ``stop()`` undoes it in reverse order: the gateway
+first (no new traffic), then control, then the workers.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from control.capacity.controller import CapacityController
 from control.capacity.replicas import LiveAddresses, ReplicaSet
 from control.control_plane import ControlPlane
 from control.errors import ControlError
+from control.gateway_supervisor import GatewaySupervisor
 from control.redis_server import LocalRedis
 from control.redis_server import answers as redis_answers
 from control.repository import render_repository
@@ -81,7 +83,7 @@ class LocalStack:
         self.supervisor: Supervisor | None = None
         self._control: uvicorn.Server | None = None
         self._control_thread: threading.Thread | None = None
-        self.gateways: list[subprocess.Popen[bytes]] = []
+        self.gateway_supervisor: GatewaySupervisor | None = None
         self.redis: LocalRedis | None = None
         self.plane: ControlPlane | None = None
         self.replicas: ReplicaSet | None = None
@@ -89,6 +91,11 @@ class LocalStack:
         # With several gateways on one port, each also listens on a port of its own, so that
         # control can reach every one (rollouts wait for each to apply new routing).
         self.direct_ports = [free_port() for _ in range(listen.gateways)] if listen.gateways > 1 else []
+
+    @property
+    def gateways(self) -> list[subprocess.Popen[bytes]]:
+        """The gateway processes now (a restarted gateway replaces its predecessor)."""
+        return self.gateway_supervisor.processes if self.gateway_supervisor is not None else []
 
     @property
     def gateway(self) -> subprocess.Popen[bytes] | None:
@@ -133,7 +140,7 @@ class LocalStack:
             self._open_capacity(config, runtime)
             self._start_control(config)
             self._start_redis()
-            self._start_gateways()
+            self._start_gateways(log)
             self.plane.start_analysis()
             if self.capacity is not None:
                 self.capacity.start()
@@ -174,24 +181,29 @@ class LocalStack:
             self.redis = LocalRedis(port, self.paths.state_dir)
             self.redis.start()
 
-    def _start_gateways(self) -> None:
+    def _start_gateways(self, log: Callable[[str], None] = print) -> None:
         """One gateway after another, each ready (on its own port, when there are several)
-        before the next starts."""
-        for index in range(self.listen.gateways):
+        before the next starts; each restarted when it dies (``GatewaySupervisor``)."""
+        def start(index: int) -> subprocess.Popen[bytes]:
             direct = self.direct_ports[index] if self.direct_ports else None
             log_path = self.paths.logs / ("gateway.log" if index == 0 else f"gateway-{index}.log")
-            self.gateways.append(start_gateway(self.paths, self.listen, log_path, self.control_url, direct_port=direct))
+            return start_gateway(self.paths, self.listen, log_path, self.control_url, direct_port=direct)
+
+        self.gateway_supervisor = GatewaySupervisor(start, self.listen.gateways, log=log)
+        self.gateway_supervisor.start()
 
     def gateway_rows(self) -> list[dict[str, object]]:
         """Each gateway process, for ``shunter status``."""
-        return [{"index": i, "pid": process.pid, "alive": process.poll() is None, "url": url}
+        restarts = self.gateway_supervisor.restarts() if self.gateway_supervisor is not None else []
+        return [{"index": i, "pid": process.pid, "alive": process.poll() is None, "url": url,
+                 "restarts": restarts[i] if i < len(restarts) else 0}
                 for i, (process, url) in enumerate(zip(self.gateways, self.gateway_urls, strict=False))]
 
     def stop(self) -> None:
         if self.capacity is not None:
             self.capacity.stop()
-        for process in self.gateways:
-            stop_process(process)
+        if self.gateway_supervisor is not None:
+            self.gateway_supervisor.stop(stop_process)
         if self.redis is not None:
             self.redis.stop()
         if self.plane is not None:

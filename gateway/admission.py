@@ -11,14 +11,15 @@ start).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TypeVar
 
 from fastapi import Request as HttpRequest
 from starlette.types import Receive
 
 from gateway.context import request_context
 from gateway.dispatcher import Dispatcher, Ticket
-from gateway.errors import InvalidRequestError
+from gateway.errors import InvalidRequestError, WorkerFailedError
 from gateway.fleet_quotas import FleetQuotas
 from gateway.routing import RoutingTable, version_for
 from scheduling.prediction.prefix_reuse import PromptPrefixes
@@ -27,6 +28,7 @@ from scheduling.slo import Slo
 from scheduling.tenants import Tenant, Tier
 from settings.stack import ModelSpec, WorkloadKind
 
+T = TypeVar("T")
 DEADLINE_HEADER = "x-deadline-ms"
 _MAX_MESSAGES = 1000
 
@@ -54,11 +56,24 @@ class AdmissionAdapter:
     """Admits HTTP requests into the dispatcher with their tier's SLO and the routed version."""
 
     def __init__(self, dispatcher: Dispatcher, slo: Mapping[Tier, Slo], routing: RoutingTable,
-                 fleet_quotas: FleetQuotas | None = None) -> None:
+                 fleet_quotas: FleetQuotas | None = None, max_attempts: int = 3) -> None:
         self.dispatcher = dispatcher
         self.slo = slo
         self.routing = routing
         self.fleet_quotas = fleet_quotas
+        self.max_attempts = max_attempts  # runs of one request on workers that fail (settings: worker_attempts)
+
+    async def run_with_retries(self, http_request: HttpRequest, ticket: Ticket, run: Callable[[], Awaitable[T]]) -> T:
+        """``run()`` (a call on ``ticket.worker_id`` that produces nothing before it returns); when
+        its worker fails (``WorkerFailedError``), the request is dispatched again and ``run()``
+        called again, at most ``max_attempts`` times in all; then the last failure is raised."""
+        while True:
+            try:
+                return await run()
+            except WorkerFailedError:
+                if ticket.attempts >= self.max_attempts:
+                    raise
+                await self.dispatcher.redispatch(ticket, lambda: client_gone(http_request.receive))
 
     async def admit(self, http_request: HttpRequest, tenant: Tenant, model: ModelSpec, prefill_tokens: int,
                     max_output_tokens: int = 0, rows: int = 1, prefixes: PromptPrefixes | None = None) -> Ticket:

@@ -149,7 +149,8 @@ async def running(setup: GatewaySetup, transport: TransportFactory, poll_interva
         gateway = Gateway(
             models=ModelCatalog(setup.config, workers, setup.llm_tokenizers, setup.text_tokenizers, offload),
             tenants=setup.tenants, transport=workers, dispatcher=dispatcher,
-            admission=AdmissionAdapter(dispatcher, setup.scheduling.slo, routing, quotas), routing=routing,
+            admission=AdmissionAdapter(dispatcher, setup.scheduling.slo, routing, quotas,
+                                       max_attempts=settings.worker_attempts), routing=routing,
             scheduling=setup.scheduling, metrics=metrics, store=store, settings=settings, gateway_id=gateway_id,
             capacity=setup.capacity, replicas=replicas)
         if replicas is not None:  # before the first views: a starting replica never takes work

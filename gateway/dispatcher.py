@@ -15,6 +15,13 @@ every worker refresh) holds its requests while no worker is ready for it: their 
 503 ``model_cold`` at admission. ``signals`` counts arrivals for the capacity controller and
 publishes its gauges when ``/metrics`` is read (``gateway/capacity.py``).
 
+When that worker fails (crashes, becomes unreachable) before the request finished, the handler
+may ``redispatch(ticket)``: the request goes back to the queue with its admission kept
+(``Scheduler.requeue``), waits again at most its original queue allowance (its deadline minus its
+arrival), and the ticket then names the new worker (or the request ends as it would have in the
+queue: 504, client gone). Each attempt is counted in the request's status (``attempts``); the
+outcome is still recorded once.
+
 Each admission runs a scheduling pass at once; the driver task runs one on every finish and
 worker update, and otherwise at the earliest queued deadline, so expiry is late by no more than
 the event loop's latency.
@@ -32,7 +39,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.capacity import CapacitySignals
-from gateway.errors import ClientClosedError, DeadlineExceededError, GatewayError, UnavailableError, rejection_error
+from gateway.errors import (
+    ClientClosedError,
+    DeadlineExceededError,
+    GatewayError,
+    UnavailableError,
+    WorkerFailedError,
+    rejection_error,
+)
 from gateway.metrics import GatewayMetrics
 from gateway.outcomes import CANCELLED, COMPLETED, INTERNAL_FAILURE, Ending
 from gateway.request_status import RequestStatusStore
@@ -59,6 +73,11 @@ class Ticket:
     _dispatcher: Dispatcher = field(repr=False)
     _finished: bool = False
     _first_output_seen: bool = False
+    attempts: int = 1  # dispatches so far (``Dispatcher.redispatch`` adds one)
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
 
     def first_output(self) -> None:
         """The worker sent the request's first output (its prompt is prefilled); later calls do nothing."""
@@ -155,11 +174,44 @@ class Dispatcher:
             raise self._rejected(request, decision)
         if isinstance(decision, Admitted) and decision.held:
             self.statuses.waiting_for_capacity(request.request_id)
+        dispatch = await self._await_dispatch(request, client_gone)
+        self.metrics.queue_wait_s.labels(request.model, request.tier.value, dispatch.pool).observe(
+            dispatch.queue_wait_s)
+        return Ticket(request, dispatch, self)
+
+    async def redispatch(self, ticket: Ticket, client_gone: Callable[[], Awaitable[object]] | None = None) -> None:
+        """The ticket's worker failed before the request finished: queue it again and wait for its
+        next worker (see the module docstring). Raises as ``acquire`` does once it cannot run
+        again (the ticket then counts as finished); ``RuntimeError`` for a finished ticket."""
+        request = ticket.request
+        if ticket.finished:
+            raise RuntimeError(f"request {request.request_id} has already ended")
+        now = self.clock()
+        if not self.scheduler.requeue(request.request_id, now, now + (request.deadline_s - request.arrival_s)):
+            ticket.finish(WorkerFailedError("the worker serving the request failed").ending)  # not in flight
+            raise WorkerFailedError("the worker serving the request failed and it cannot be sent again")
+        self.metrics.in_flight.labels(request.model).dec()
+        ticket.attempts += 1
+        self.statuses.retrying(request.request_id, ticket.attempts)
+        self.metrics.retries.labels(request.model).inc()
+        try:
+            ticket.dispatch = await self._await_dispatch(request, client_gone, queued=True, after_failure=True)
+        except BaseException:
+            ticket._finished = True  # ended by _await_dispatch (outcome recorded once, there)
+            raise
+        ticket._first_output_seen = False
+
+    async def _await_dispatch(self, request: Request, client_gone: Callable[[], Awaitable[object]] | None,
+                              queued: bool = False, after_failure: bool = False) -> Dispatch:
+        """Wait until the driver releases the admitted (or requeued) request to a worker; on any
+        other end (expired, shed, client gone, worker gone) record its outcome and raise. A request
+        queued again ``after_failure`` of its worker that expires ends as ``worker_failed``: that
+        failure, not the queue, is what the client must hear about."""
         future: asyncio.Future[Dispatch] = asyncio.get_running_loop().create_future()
         self._waiting[request.request_id] = future
         self._schedule_now()
-        if request.deadline_s < self._driver_wakes_s:
-            self._wake.set()  # the driver sleeps past this deadline: let it re-plan its sleep
+        if queued or request.deadline_s < self._driver_wakes_s:
+            self._wake.set()  # the driver may sleep past this deadline: let it re-plan its sleep
         # Most requests are dispatched by the pass above: no disconnect watcher task for those.
         watcher = asyncio.ensure_future(client_gone()) if client_gone is not None and not future.done() else None
         try:
@@ -168,8 +220,11 @@ class Dispatcher:
                 await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
             dispatch = await future if future.done() or watcher is None else None
         except GatewayError as exc:  # expired or shed while queued
+            if after_failure and isinstance(exc, DeadlineExceededError):
+                exc = WorkerFailedError("the worker serving the request failed and no other worker could take it "
+                                        "before its deadline")
             self._ended(request, exc.ending)
-            raise
+            raise exc from None
         except BaseException:
             self._abandon(request, future)
             raise
@@ -183,10 +238,8 @@ class Dispatcher:
         if not self.transport.has_worker(dispatch.worker_id):
             raise self._worker_gone(request, dispatch.worker_id)
         self.statuses.dispatched(dispatch, dispatch.worker_id)
-        wait = self.metrics.queue_wait_s.labels(request.model, request.tier.value, dispatch.pool)
-        wait.observe(dispatch.queue_wait_s)
         self.metrics.in_flight.labels(request.model).inc()
-        return Ticket(request, dispatch, self)
+        return dispatch
 
     def _abandon(self, request: Request, future: asyncio.Future[Dispatch]) -> None:
         """The waiter left (disconnect, cancellation): take it out of the queue or off its worker."""

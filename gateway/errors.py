@@ -13,9 +13,12 @@
     ├── ConflictError                 409 invalid_request_error   (Idempotency-Key in use or not replayable)
     ├── RateLimitedError              429 rate_limit_error        + Retry-After
     ├── UnavailableError              503 service_unavailable     + Retry-After (saturated, cold)
+    │   └── WorkerFailedError         503 code worker_failed      + Retry-After (the worker crashed or
+    │                                                               became unreachable; retries spent)
     ├── DeadlineExceededError         504 timeout                 (queue deadline before dispatch)
     ├── ClientClosedError             499 client_closed           (client went away; nobody reads it)
-    └── UpstreamError                 502 upstream_error          (worker failed after retries)
+    └── UpstreamError                 502 upstream_error          code worker_error (the worker answered
+                                                                    with an error, or went silent)
 
 Every error carries the ``Ending`` (outcome and code) that metrics and the state store record.
 ``rejection_error`` maps the scheduler's ``Rejected`` decisions into this tree: the tenant's own
@@ -100,12 +103,24 @@ class UnavailableError(GatewayError):
     status, type, code, outcome = 503, "service_unavailable", "pool_saturated", Outcome.REJECTED
 
 
+class WorkerFailedError(UnavailableError):
+    """The worker crashed or became unreachable while it held the request (a transport failure, not
+    saturation); the gateway retries such a request elsewhere while it has produced nothing (or, for a
+    generation, resumes it), and reports this once its attempts or its deadline are spent."""
+
+    code, outcome = "worker_failed", Outcome.FAILED
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None,
+                 retry_after_s: int | None = 1) -> None:
+        super().__init__(message, param=param, code=code, retry_after_s=retry_after_s)
+
+
 class DeadlineExceededError(GatewayError):
     status, type, code, outcome = 504, "timeout", "deadline_exceeded", Outcome.EXPIRED
 
 
 class UpstreamError(GatewayError):
-    status, type, code, outcome = 502, "upstream_error", "worker_failed", Outcome.FAILED
+    status, type, code, outcome = 502, "upstream_error", "worker_error", Outcome.FAILED
 
 
 class ConflictError(GatewayError):

@@ -75,6 +75,12 @@ class GatewayMetrics:
         self.worker_streams = Gauge("shunter_worker_generation_streams",
                                     "gRPC generation streams per worker: opened since start (opened), idle now (idle)",
                                     ["worker", "state"], registry=r)
+        self.retries = Counter("shunter_worker_retries",
+                               "Requests sent again after their worker failed (each resume of a stream counts)",
+                               ["model"], registry=r)
+        self.stream_resumes = Counter("shunter_stream_resumes",
+                                      "Streams continued after a failure: on another worker (worker) or for a "
+                                      "client reconnecting with Last-Event-ID (client)", ["kind"], registry=r)
         self._capacity_signals(r)
 
     def _capacity_signals(self, r: CollectorRegistry) -> None:

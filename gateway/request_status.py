@@ -71,6 +71,13 @@ class RequestStatusStore:
             record.queue_wait_s = round(dispatch.queue_wait_s, 6)
             self._changed(dispatch.request_id)
 
+    def retrying(self, request_id: str, attempts: int) -> None:
+        """The request's worker failed: it is queued again for attempt number ``attempts``."""
+        record = self._records.get(request_id)
+        if record is not None and record.outcome is None:
+            record.status, record.attempts = "queued", attempts
+            self._changed(request_id)
+
     def finished(self, request_id: str, outcome: str) -> None:
         """Record the request's one outcome (later calls do not overwrite it)."""
         record = self._records.get(request_id)

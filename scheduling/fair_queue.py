@@ -130,6 +130,11 @@ class FairQueue:
         name = request.tenant.name
         self.counters[name] = self.counters.get(name, 0.0) + self.charge_of(request)
 
+    def uncharge(self, request: Request) -> None:
+        """Take back a dispatched request's whole charge (its worker failed; it is queued again)."""
+        name = request.tenant.name
+        self.counters[name] = self.counters.get(name, 0.0) - self.charge_of(request)
+
     def refund(self, request: Request, generated_tokens: int) -> None:
         """Correct the reservation once the real output length is known."""
         unused = max(0, request.max_output_tokens - generated_tokens)

@@ -42,6 +42,9 @@ class FifoQueue:
     def charge(self, request: Request) -> None:
         """FIFO keeps no service counters."""
 
+    def uncharge(self, request: Request) -> None:
+        """FIFO keeps no service counters."""
+
     def refund(self, request: Request, generated_tokens: int) -> None:
         """FIFO keeps no service counters."""
 

@@ -6,6 +6,7 @@ asyncio loop, the simulator's event heap).
     schedule(now)        -> SchedulePlan(dispatches, expired, shed)
     first_token(id, now)  (LLM requests: corrects the predicted prefill line, learns the prompt cost)
     complete(id, now, generated_tokens) / cancel(id, now)
+    requeue(id, now, deadline_s)  (its worker failed before it finished: queue it again, admission kept)
     next_deadline_s()    -> when the driver must call schedule() again at the latest
 
 Predictions (a request's wait, its first output on a worker, its prompt's cost) are the
@@ -313,6 +314,26 @@ class Scheduler:
         self.queue.refund(request, generated_tokens)
         self.admission.release(request, request.unused_tokens(generated_tokens), now)
         return flight
+
+    def requeue(self, request_id: str, now: float, deadline_s: float) -> bool:
+        """A dispatched request's worker failed before the request finished: take it off that
+        worker (learning nothing of its speed) and queue it again, to be dispatched by
+        ``deadline_s`` or expire then. Its admission holds (no quota is taken twice, the
+        concurrency slot stays), and the first dispatch's charge to its tenant's counter is
+        returned, so a retry costs the tenant no service. False if it was not in flight."""
+        flight = self.in_flight.pop(request_id, None)
+        if flight is None:
+            return False
+        request = flight.request
+        loads = self.loads.get(flight.worker_id)
+        if loads is not None:
+            loads.remove(request, now, flight.kv_tokens)
+        self.queue.uncharge(request)
+        retry = replace(request, deadline_s=max(deadline_s, request.arrival_s))
+        self.queue.push(retry)
+        self.predictor.queued(retry, self.endpoints(request.model, now))
+        heapq.heappush(self._deadlines, (retry.deadline_s, request_id))
+        return True
 
     def first_token(self, request_id: str, now: float) -> None:
         """A dispatched LLM request produced its first token: the predictor corrects the worker's

@@ -59,6 +59,11 @@ class GatewaySettings(StrictModel):
     tokenizer_threads: Annotated[int, Field(ge=1, le=64)] = 2
     metrics_token_file: Path | None = None
     metrics_listen: str | None = None
+    # A worker that crashes or cannot be reached: a request that has produced nothing (or a
+    # generation, resumed from its last sent token) runs at most this many times in all.
+    worker_attempts: Annotated[int, Field(ge=1, le=10)] = 3
+    # How long a streamed response stays resumable with Last-Event-ID after its last event.
+    stream_retention_s: Annotated[float, Field(gt=0, le=86_400)] = 300.0
 
     @field_validator("state_store")
     @classmethod

@@ -2,18 +2,27 @@
 
 Shared by ``/v1/chat/completions`` and ``/v1/completions``: parameter checks, token counting
 against the model's context, the OpenAI response and SSE chunk shapes, and the SSE stream that
-ends in ``data: [DONE]`` or, after a failure, in one final error event.
+ends in ``data: [DONE]`` or, after a failure, in one final error event. Every SSE event carries an
+``id:`` (``<request id>:<n>``, n counting from 1).
+
+A generation survives its worker: ``Call.chunks`` keeps the token ids of every chunk it has
+passed on; when the worker fails (``WorkerFailedError``) the request is dispatched again
+(``Dispatcher.redispatch``: another ready worker, or the restarted one, within the request's queue
+allowance) with those ids as the ``continuation``, at most ``max_attempts`` runs in all, and the
+chunks go on with no gap and no repeat. Greedy and seeded sampling continue exactly as the dead
+worker would have; a request without a seed is given one here, so that holds for it too. An
+engine that sends no token ids (TensorRT-LLM's ensemble) cannot be resumed after its first text.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-import orjson
 from fastapi import Request as HttpRequest
 from sse_starlette import ServerSentEvent
 
@@ -27,18 +36,39 @@ from gateway.errors import (
     GatewayError,
     InvalidRequestError,
     UpstreamError,
+    WorkerFailedError,
 )
 from gateway.outcomes import CANCELLED, COMPLETED, Ending
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, as_list
+from gateway.stream_journal import StreamEvents
 from gateway.transport.protocol import GenerationRequest, TextChunk, Transport
 from scheduling.prediction.prefix_reuse import PromptPrefixes
 from scheduling.tenants import Tenant
 from settings.stack import ModelSpec
 
 
+@dataclass
+class Progress:
+    """What a generation has passed on: the ids of its tokens (what a resume continues after)."""
+
+    token_ids: list[int] = field(default_factory=list)
+    resumable: bool = True  # False once a chunk with text came without its token ids
+    resumes: int = 0
+
+    def add(self, chunk: TextChunk) -> None:
+        self.token_ids.extend(chunk.token_ids)
+        if chunk.text and not chunk.token_ids:
+            self.resumable = False
+
+
+async def _no_redispatch(ticket: Ticket) -> None:
+    raise WorkerFailedError("the worker failed and this call cannot be sent again")
+
+
 @dataclass(frozen=True)
 class Call:
-    """One generation call as the routes see it."""
+    """One generation call as the routes see it; ``redispatch`` sends its ticket to another
+    worker after a failure (``Dispatcher.redispatch``), at most ``max_attempts`` runs in all."""
 
     request_id: str
     tenant: Tenant
@@ -47,18 +77,35 @@ class Call:
     created: int
     ticket: Ticket
     transport: Transport
+    redispatch: Callable[[Ticket], Awaitable[None]] = _no_redispatch
+    max_attempts: int = 1
+    progress: Progress = field(default_factory=Progress)
+    on_resume: Callable[[], None] = lambda: None
 
     async def chunks(self) -> AsyncIterator[TextChunk]:
-        """The generation's chunks; the first one tells the scheduler the prompt is prefilled
-        (``Ticket.first_output`` acts once). Closing this iterator cancels the generation."""
-        stream = self.transport.generate(self.ticket.worker_id, self.model.name, self.ticket.request.model_version,
-                                         self.request_id, self.generation)
-        try:
-            async for chunk in stream:
-                self.ticket.first_output()
-                yield chunk
-        finally:
-            await stream.aclose()
+        """The generation's chunks, resumed on another worker when its worker fails (see the
+        module docstring); the first one of each run tells the scheduler the prompt is prefilled
+        (``Ticket.first_output`` acts once per dispatch). Closing this iterator cancels the
+        generation."""
+        progress = self.progress
+        while True:
+            generation = replace(self.generation, continuation=tuple(progress.token_ids))
+            stream = self.transport.generate(self.ticket.worker_id, self.model.name,
+                                             self.ticket.request.model_version, self.request_id, generation)
+            try:
+                async for chunk in stream:
+                    self.ticket.first_output()
+                    progress.add(chunk)
+                    yield chunk
+                return
+            except WorkerFailedError:
+                if not progress.resumable or self.ticket.attempts >= self.max_attempts:
+                    raise
+            finally:
+                await stream.aclose()
+            await self.redispatch(self.ticket)
+            progress.resumes += 1
+            self.on_resume()
 
 
 def check_unsupported(body: ChatCompletionRequest | CompletionRequest) -> None:
@@ -99,10 +146,11 @@ def build_generation(gateway: Gateway, model: ModelSpec, tenant: Tenant, prompt:
             param=_prompt_param(body),
         )
     stop = tuple(as_list(body.stop)) if body.stop is not None else ()
+    seed = body.seed if body.seed is not None else secrets.randbits(31)  # a resume continues it exactly
     return GenerationRequest(
         prompt=prompt, prompt_tokens=prompt_tokens,
         max_tokens=max_tokens if max_tokens is not None else min(model.default_max_tokens, room),
-        temperature=body.temperature, top_p=body.top_p, top_k=body.top_k, seed=body.seed,
+        temperature=body.temperature, top_p=body.top_p, top_k=body.top_k, seed=seed,
         stop=stop, priority=tenant.tier.triton_priority,
         prefixes=PromptPrefixes.of(tokens) if _reuses_prefixes(gateway, model.name) else None,
     )
@@ -164,25 +212,38 @@ def record_tokens(gateway: Gateway, call: Call, last: TextChunk) -> None:
     tokens.labels(call.tenant.name, call.model.name, "completion").inc(last.completion_tokens)
 
 
-def sse(data: dict[str, Any] | str) -> ServerSentEvent:
-    payload = data if isinstance(data, str) else orjson.dumps(data).decode()
-    return ServerSentEvent(data=payload)
+def chat_chunk(base: dict[str, Any], chunk: TextChunk) -> dict[str, Any]:
+    delta = {"content": chunk.text} if chunk.text else {}
+    return {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": chunk.finish_reason}]}
+
+
+def completion_chunk(base: dict[str, Any], chunk: TextChunk) -> dict[str, Any]:
+    return {**base, "choices": [{"index": 0, "text": chunk.text, "logprobs": None,
+                                 "finish_reason": chunk.finish_reason}]}
+
+
+CHUNK_MAKERS: dict[str, Callable[[dict[str, Any], TextChunk], dict[str, Any]]] = {
+    "chat.completion.chunk": chat_chunk, "text_completion": completion_chunk}
 
 
 async def sse_stream(
-    gateway: Gateway, call: Call, context: RequestContext,
-    first_chunk: dict[str, Any] | None, make_chunk: Callable[[TextChunk], dict[str, Any]],
-    include_usage: bool, usage_chunk: Callable[[dict[str, int]], dict[str, Any]],
+    gateway: Gateway, call: Call, context: RequestContext, first_chunk: dict[str, Any] | None,
+    base: dict[str, Any], include_usage: bool, events: StreamEvents | None = None,
 ) -> AsyncIterator[ServerSentEvent]:
-    """The SSE body of a streamed call: chunks, optional usage, ``[DONE]``; or an error event.
-    Ends the call's ticket with the outcome and the tokens generated."""
+    """The SSE body of a streamed call: chunks (``CHUNK_MAKERS[base["object"]]``), optional usage,
+    ``[DONE]``; or an error event. Every event is numbered (and journaled) by ``events``. Ends the
+    call's ticket with the outcome and the tokens generated."""
+    make_chunk = CHUNK_MAKERS[base["object"]]
+    events = events or StreamEvents(call.request_id)
     first_token_seen = False
     ending, generated = CANCELLED, 0
+    pending_ids: tuple[int, ...] = ()  # ids of chunks that carried no event (no text): go with the next
     try:
         if first_chunk is not None:
-            yield sse(first_chunk)
+            yield await events.event(first_chunk)
         async for chunk in call.chunks():
             generated = chunk.completion_tokens
+            pending_ids += chunk.token_ids
             if chunk.text and not first_token_seen:
                 first_token_seen = True
                 ttft_s = gateway.dispatcher.clock() - call.ticket.request.arrival_s
@@ -190,19 +251,22 @@ async def sse_stream(
                                               call.ticket.dispatch.pool).observe(ttft_s)
                 context.ttft_s = ttft_s
             if chunk.text or chunk.finish_reason is not None:
-                yield sse(make_chunk(chunk))
+                yield await events.event(make_chunk(base, chunk), pending_ids)
+                pending_ids = ()
             if chunk.finish_reason is not None:
                 record_tokens(gateway, call, chunk)
                 if include_usage:
-                    yield sse(usage_chunk(usage(chunk)))
-        yield sse("[DONE]")
+                    yield await events.event({**base, "choices": [], "usage": usage(chunk)})
         ending = COMPLETED
+        yield await events.event("[DONE]", done=True)
     except GatewayError as exc:
         ending = context.ending = exc.ending
-        yield sse(exc.body())
+        yield await events.event(exc.body(), done=True)
     except Exception:  # never cut a stream without telling the client why
         failure = UpstreamError(f"generation on model {call.model.name} failed")
         ending = context.ending = failure.ending
-        yield sse(failure.body())
+        yield await events.event(failure.body(), done=True)
     finally:
+        if ending == CANCELLED:
+            events.detach()
         call.ticket.finish(ending, generated)

@@ -65,9 +65,9 @@ async def _infer(request: Request, tenant: Tenant, name: str, version: str | Non
     rows = int(first.shape[0]) if first is not None and first.ndim and spec.batching.max_batch_size else 1
     ticket = await gateway.admission.admit(request, tenant, spec, prefill_tokens=0, rows=max(1, rows))
     with ticket.finishing():
-        tensors = await gateway.transport.infer_tensors(
+        tensors = await gateway.admission.run_with_retries(request, ticket, lambda: gateway.transport.infer_tensors(
             ticket.worker_id, spec.name, served_version, decoded.inputs, decoded.outputs,
-            tenant.tier.triton_priority, ticket.request.request_id)
+            tenant.tier.triton_priority, ticket.request.request_id))
     binary = {t.name for t in tensors if t.name in decoded.binary_outputs
               or (decoded.binary_default and t.name not in decoded.outputs)}
     payload, json_length = encode_response(spec.name, str(served_version), decoded.id, tensors, binary)

@@ -9,8 +9,6 @@ from typing import Annotated, Any
 import jinja2
 import numpy as np
 from fastapi import APIRouter, Depends, Request
-from sse_starlette import EventSourceResponse
-from starlette.background import BackgroundTask
 
 from gateway.auth import authenticate
 from gateway.batched import check_inputs, check_request_tokens, run_batched, text_counts, text_rows
@@ -18,7 +16,6 @@ from gateway.composition import Gateway, gateway_of
 from gateway.context import request_context
 from gateway.errors import ContextLengthExceededError, InvalidRequestError
 from gateway.openapi import INFERENCE, READ, errors, streamed_or_json
-from gateway.outcomes import CANCELLED
 from gateway.responses import JSONResponse
 from gateway.routes.generation import (
     Call,
@@ -29,6 +26,7 @@ from gateway.routes.generation import (
     sse_stream,
     usage,
 )
+from gateway.routes.stream_resume import LAST_EVENT_ID, event_stream, journaled_events, resume_stream
 from gateway.routing import version_for
 from gateway.schemas import ChatCompletionRequest, ChatMessage, CompletionRequest, EmbeddingRequest, as_list
 from scheduling.tenants import Tenant
@@ -36,7 +34,6 @@ from settings.stack import ModelSpec, WorkloadKind
 
 router = APIRouter(prefix="/v1")
 TenantDep = Annotated[Tenant, Depends(authenticate)]
-SSE_PING_S = 15
 
 
 def _message_text(message: ChatMessage, index: int) -> str:
@@ -67,18 +64,18 @@ async def _start_call(request: Request, tenant: Tenant, model: ModelSpec,
     ticket = await gateway.admission.admit(request, tenant, model, generation.prompt_tokens, generation.max_tokens,
                                            prefixes=generation.prefixes)
     return Call(request_context(request).request_id, tenant, model, generation, int(time.time()), ticket,
-                gateway.transport)
+                gateway.transport, redispatch=gateway.dispatcher.redispatch,
+                max_attempts=gateway.admission.max_attempts,
+                on_resume=gateway.metrics.stream_resumes.labels("worker").inc)
 
 
-def _event_stream(stream: Any, call: Call) -> EventSourceResponse:
-    # The background task ends the ticket if the stream never started (client gone at once).
-    return EventSourceResponse(stream, ping=SSE_PING_S, sep="\n",
-                               background=BackgroundTask(call.ticket.finish, CANCELLED))
 
 
 @router.post("/chat/completions", responses={**streamed_or_json(), **errors(*INFERENCE)})
 async def chat_completions(body: ChatCompletionRequest, request: Request, tenant: TenantDep) -> Any:
     gateway = gateway_of(request)
+    if body.stream and LAST_EVENT_ID in request.headers:
+        return await resume_stream(request, tenant, request.headers[LAST_EVENT_ID])
     model = _llm(request, tenant, body.model)
     messages = [{"role": "system" if m.role == "developer" else m.role, "content": _message_text(m, i)}
                 for i, m in enumerate(body.messages)]
@@ -93,17 +90,12 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, tenant
     chunk_id = "chatcmpl-" + call.request_id.removeprefix("req_")
     base = {"id": chunk_id, "object": "chat.completion.chunk", "created": call.created, "model": body.model}
     if body.stream:
-        def make_chunk(chunk: Any) -> dict[str, Any]:
-            delta = {"content": chunk.text} if chunk.text else {}
-            return {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None,
-                                          "finish_reason": chunk.finish_reason}]}
-
         first = {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
                                       "logprobs": None, "finish_reason": None}]}
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        stream = sse_stream(gateway, call, request_context(request), first, make_chunk, include_usage,
-                            lambda u: {**base, "choices": [], "usage": u})
-        return _event_stream(stream, call)
+        events = journaled_events(request, tenant, call, base, include_usage)
+        stream = sse_stream(gateway, call, request_context(request), first, base, include_usage, events)
+        return event_stream(stream, call)
     text, last = await collect_unless_gone(request, gateway, call)
     return JSONResponse({
         "id": chunk_id, "object": "chat.completion", "created": call.created, "model": body.model,
@@ -115,6 +107,8 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, tenant
 
 @router.post("/completions", responses={**streamed_or_json(), **errors(*INFERENCE)})
 async def completions(body: CompletionRequest, request: Request, tenant: TenantDep) -> Any:
+    if body.stream and LAST_EVENT_ID in request.headers:
+        return await resume_stream(request, tenant, request.headers[LAST_EVENT_ID])
     if body.echo:
         raise InvalidRequestError("echo is not supported", param="echo")
     if body.suffix:
@@ -124,14 +118,10 @@ async def completions(body: CompletionRequest, request: Request, tenant: TenantD
     completion_id = "cmpl-" + call.request_id.removeprefix("req_")
     base = {"id": completion_id, "object": "text_completion", "created": call.created, "model": body.model}
     if body.stream:
-        def make_chunk(chunk: Any) -> dict[str, Any]:
-            return {**base, "choices": [{"index": 0, "text": chunk.text, "logprobs": None,
-                                          "finish_reason": chunk.finish_reason}]}
-
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        stream = sse_stream(gateway_of(request), call, request_context(request), None, make_chunk,
-                            include_usage, lambda u: {**base, "choices": [], "usage": u})
-        return _event_stream(stream, call)
+        events = journaled_events(request, tenant, call, base, include_usage)
+        stream = sse_stream(gateway_of(request), call, request_context(request), None, base, include_usage, events)
+        return event_stream(stream, call)
     text, last = await collect_unless_gone(request, gateway_of(request), call)
     return JSONResponse({
         **base,

@@ -26,12 +26,15 @@ from gateway.state_store.protocol import (
     QuotaRelease,
     RequestRecord,
     StoredResponse,
+    StreamEvent,
+    StreamJournal,
 )
 from scheduling.admission import CONCURRENCY_RETRY_S
 from scheduling.buckets import TokenBucket
 from scheduling.tenants import Quotas
 
 MAX_ENTRIES = 100_000  # per kind of entry: statuses, idempotency keys, stream owners, attempts
+MAX_STREAMS = 10_000  # stream journals (each holds its stream's events)
 RECENT_PER_TENANT = 1_000  # request ids per tenant that ``recent_statuses`` looks through
 
 K = TypeVar("K")
@@ -74,6 +77,14 @@ class _Idempotency:
 
 
 @dataclass
+class _Stream:
+    tenant: str
+    context: bytes
+    events: list[StreamEvent] = dataclasses.field(default_factory=list)
+    done: bool = False
+
+
+@dataclass
 class _QuotasState:
     requests: TokenBucket | None = None
     tokens: TokenBucket | None = None
@@ -101,6 +112,7 @@ class EmbeddedStateStore:
         self._idempotency: _ExpiringLRU[tuple[str, str], _Idempotency] = _ExpiringLRU(MAX_ENTRIES, clock)
         self._stream_owners: _ExpiringLRU[str, str] = _ExpiringLRU(MAX_ENTRIES, clock)
         self._attempts: _ExpiringLRU[str, int] = _ExpiringLRU(MAX_ENTRIES, clock)
+        self._streams: _ExpiringLRU[str, _Stream] = _ExpiringLRU(MAX_STREAMS, clock)
         self._quotas: defaultdict[str, _QuotasState] = defaultdict(_QuotasState)
         self._service: defaultdict[str, float] = defaultdict(float)  # tenant -> every gateway's service
         self._unseen: dict[str, defaultdict[str, float]] = {}  # gateway -> others' service it has not seen
@@ -246,6 +258,28 @@ class EmbeddedStateStore:
         count = (self._attempts.get(request_id) or 0) + 1
         self._attempts.put(request_id, count, ttl_s)
         return count
+
+    async def open_stream(self, request_id: str, tenant: str, context: bytes, ttl_s: float) -> None:
+        stream = self._streams.get(request_id)
+        events = stream.events if stream is not None else []
+        self._streams.put(request_id, _Stream(tenant, context, events), ttl_s)
+
+    async def append_stream(self, request_id: str, events: Sequence[StreamEvent], done: bool,
+                            ttl_s: float) -> None:
+        stream = self._streams.get(request_id)
+        if stream is None:
+            return
+        recorded = len(stream.events)
+        stream.events.extend(e for e in events if e.seq > recorded)  # numbered from 1: a repeat is dropped
+        stream.done = stream.done or done
+        self._streams.put(request_id, stream, ttl_s)
+
+    async def read_stream(self, request_id: str, after: int) -> StreamJournal | None:
+        stream = self._streams.get(request_id)
+        if stream is None:
+            return None
+        return StreamJournal(stream.tenant, stream.context, tuple(e for e in stream.events if e.seq > after),
+                             tuple(t for e in stream.events for t in e.token_ids), len(stream.events), stream.done)
 
 
 def _newest_first(recent: dict[str, int]) -> list[tuple[str, int]]:

@@ -18,7 +18,11 @@ gateways lives:
 - **fair share**: each gateway ``publish_service`` of its tenants' weighted service since its
   last publication and gets back what the other gateways served since it last asked;
 - **stream ownership and retries**: which gateway holds a request's stream, and how many
-  attempts a request has made.
+  attempts a request has made;
+- **stream journals** (resumable SSE): the events a stream has sent, with their numbers and
+  the token ids whose text each carries, and what a resume needs to continue the generation
+  (``context``, the route's own bytes), so that a client reconnecting with ``Last-Event-ID`` to
+  any gateway gets the rest of its stream.
 
 Contract for every backend: every key expires (``ttl_s``); each call is bounded in time and never
 raises for an unavailable backend: it raises ``StoreUnavailable``, which the gateway turns into
@@ -54,11 +58,12 @@ class RequestRecord:
     worker: str | None = None
     queue_wait_s: float | None = None
     gateway: str | None = None  # the gateway process that holds it
+    attempts: int = 1  # dispatches: more than one when a worker failed and the request was sent again
 
     def public(self) -> dict[str, object]:
         return {"id": self.request_id, "object": "request", "model": self.model, "tier": self.tier,
                 "created": self.created, "status": self.status, "outcome": self.outcome,
-                "pool": self.pool, "queue_wait_s": self.queue_wait_s}
+                "pool": self.pool, "queue_wait_s": self.queue_wait_s, "attempts": self.attempts}
 
 
 @dataclass(frozen=True)
@@ -114,6 +119,30 @@ class QuotaDecision:
     @property
     def taken(self) -> bool:
         return self.refused is None
+
+
+@dataclass(frozen=True)
+class StreamEvent:
+    """One SSE event of a resumable stream: its number (from 1), its data, and the ids of the
+    tokens whose text it carries."""
+
+    seq: int
+    data: str
+    token_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class StreamJournal:
+    """A stream as ``read_stream(request_id, after)`` finds it: the events numbered after
+    ``after``, the token ids of every event recorded, the number of events recorded, and whether
+    the stream has ended (its ``[DONE]`` or error event is recorded)."""
+
+    tenant: str
+    context: bytes
+    events: tuple[StreamEvent, ...]
+    token_ids: tuple[int, ...]
+    length: int
+    done: bool
 
 
 class StateStore(Protocol):
@@ -179,4 +208,16 @@ class StateStore(Protocol):
 
     async def note_attempt(self, request_id: str, ttl_s: float) -> int:
         """Count one more attempt of the request; return the count (1 for the first)."""
+        ...
+
+    async def open_stream(self, request_id: str, tenant: str, context: bytes, ttl_s: float) -> None:
+        """Start (or restart, keeping its events) the journal of a stream."""
+
+    async def append_stream(self, request_id: str, events: Sequence[StreamEvent], done: bool,
+                            ttl_s: float) -> None:
+        """Append events (numbered after those recorded) to an open journal; ``done`` when the
+        last of them ends the stream. Every key of the journal then lives ``ttl_s`` more."""
+
+    async def read_stream(self, request_id: str, after: int) -> StreamJournal | None:
+        """The journal with its events numbered after ``after``; None if none is open."""
         ...

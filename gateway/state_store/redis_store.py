@@ -19,6 +19,9 @@ Key layout (under the prefix ``shunter:``); every key has a TTL:
   gateway's last publication.
 - ``shunter:stream:<request id>``: string, the gateway that holds the request's stream; TTL ``ttl_s``.
 - ``shunter:attempts:<request id>``: integer, the request's attempts; TTL ``ttl_s`` of the last.
+- ``shunter:sse:<request id>``: hash ``tenant``, ``context``, ``done`` (0 | 1);
+  ``shunter:sse:<request id>:events``: list of JSON ``[seq, data, token ids]``; both the ``ttl_s``
+  of the journal's last write.
 
 Multi-step updates are atomic: Lua scripts (``scripts/*.lua``, registered once) for idempotency,
 quotas and fair share, MULTI/EXEC for statuses and attempts. The idempotency key is hashed, so a
@@ -65,6 +68,8 @@ from gateway.state_store.protocol import (
     RequestRecord,
     StoredResponse,
     StoreUnavailable,
+    StreamEvent,
+    StreamJournal,
 )
 from scheduling.admission import CONCURRENCY_RETRY_S
 from scheduling.tenants import Quotas
@@ -321,3 +326,58 @@ class RedisStateStore:
             return int(attempts)
 
         return await self._call(count)
+
+    # stream journals
+
+    async def open_stream(self, request_id: str, tenant: str, context: bytes, ttl_s: float) -> None:
+        meta, events, ttl_ms = self._key("sse", request_id), self._key("sse", request_id, "events"), _ms(ttl_s)
+
+        async def write() -> None:
+            pipe = self._client.pipeline(transaction=True)
+            pipe.hset(meta, mapping={"tenant": tenant, "context": context, "done": 0})
+            pipe.pexpire(meta, ttl_ms)
+            pipe.pexpire(events, ttl_ms)
+            await pipe.execute()
+
+        await self._call(write)
+
+    async def append_stream(self, request_id: str, events: Sequence[StreamEvent], done: bool,
+                            ttl_s: float) -> None:
+        meta, listed, ttl_ms = self._key("sse", request_id), self._key("sse", request_id, "events"), _ms(ttl_s)
+
+        async def write() -> None:  # one round trip; events of a journal never opened expire unread
+            pipe = self._client.pipeline(transaction=True)
+            if events:
+                pipe.rpush(listed, *(orjson.dumps([e.seq, e.data, list(e.token_ids)]) for e in events))
+            if done:
+                pipe.hset(meta, "done", 1)
+            pipe.pexpire(meta, ttl_ms)
+            pipe.pexpire(listed, ttl_ms)
+            await pipe.execute()
+
+        await self._call(write)
+
+    async def read_stream(self, request_id: str, after: int) -> StreamJournal | None:
+        meta, listed = self._key("sse", request_id), self._key("sse", request_id, "events")
+
+        async def read() -> StreamJournal | None:
+            pipe = self._client.pipeline(transaction=True)
+            pipe.hgetall(meta)
+            pipe.lrange(listed, 0, -1)
+            fields, raw_events = await pipe.execute()
+            if not fields:
+                return None
+            values = {_text(k): v for k, v in fields.items()}
+            parsed, seen = [], set()
+            for raw in raw_events:  # an append retried after a timeout may have landed twice: first wins
+                entry = orjson.loads(raw)
+                if entry[0] not in seen:
+                    seen.add(entry[0])
+                    parsed.append(entry)
+            events = tuple(StreamEvent(int(seq), str(data), tuple(int(t) for t in ids))
+                           for seq, data, ids in parsed if int(seq) > after)
+            return StreamJournal(_text(values["tenant"]), bytes(values["context"]), events,
+                                 tuple(int(t) for _, _, ids in parsed for t in ids), len(parsed),
+                                 _text(values["done"]) == "1")
+
+        return await self._call(read)

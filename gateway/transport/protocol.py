@@ -9,7 +9,9 @@ integration tests run ``TritonTransport`` against real ``tritonserver`` workers.
 
 Contract of every call: it raises only ``gateway.errors.GatewayError`` subclasses for failures a
 client should hear about (bad input -> ``InvalidRequestError``, saturated or cold model ->
-``UnavailableError``, a worker that failed -> ``UpstreamError``); it is bounded in time; and a
+``UnavailableError``, a worker that crashed or cannot be reached -> ``WorkerFailedError``, after
+which that worker reads as not ready until it answers again; a worker that answered with an error
+-> ``UpstreamError``); it is bounded in time; and a
 caller that stops consuming ``generate`` (``aclose`` or cancellation) cancels the generation on
 the worker.
 """
@@ -58,7 +60,12 @@ class RowCall:
 @dataclass(frozen=True)
 class GenerationRequest:
     """One generation as sent to the engine; ``prefixes`` are its prompt's block hashes, for the
-    scheduler's prefix-reuse prediction (``scheduling.prediction.prefix_reuse``), not sent."""
+    scheduler's prefix-reuse prediction (``scheduling.prediction.prefix_reuse``), not sent.
+
+    ``continuation``: token ids this generation already produced (and the client already has),
+    on a resume after its worker failed; the engine feeds prompt + them, advances a seeded
+    sampler past them, and goes on as if it had generated them itself; ``max_tokens`` and the
+    usage counts stay those of the whole generation."""
 
     prompt: str
     prompt_tokens: int
@@ -70,16 +77,19 @@ class GenerationRequest:
     stop: tuple[str, ...] = ()
     priority: int = 0
     prefixes: PromptPrefixes | None = None
+    continuation: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
 class TextChunk:
-    """One response of a generation; the last one carries ``finish_reason``."""
+    """One response of a generation; the last one carries ``finish_reason``. ``token_ids``: the
+    tokens whose text this chunk completes (what a resume sends back as ``continuation``)."""
 
     text: str
     finish_reason: str | None
     prompt_tokens: int
     completion_tokens: int
+    token_ids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """CPU reference LLM engine with continuous (iteration-level) batching over a paged KV pool.
 
-``BatchEngine.submit(prompt, params, sink, priority)`` queues a generation; every ``step()``
+``BatchEngine.submit(prompt, params, sink, priority, continuation)`` queues a generation; every ``step()``
 asks the ``StepScheduler`` for a plan, runs it as one ``llama_decode`` (decode tokens of all running
 sequences plus prefill chunks), samples one token for each sequence whose input is complete
 (from its own logits row, with its own RNG) and sends the text to the sequence's sink. A
@@ -8,6 +8,13 @@ generation ends with one ``Delta`` carrying ``finish_reason`` (``stop``: end-of-
 or stop string; ``length``: ``max_tokens`` or the sequence limit; ``cancelled``: the sink said
 so) and the usage counts; its blocks are freed in the same step, and its KV cells too unless
 prefix reuse keeps them for the next sequence in its slot (``scheduler``).
+
+Continuation (a generation resumed after its first engine died): ``continuation`` holds the ids
+of the tokens that generation had sent. The sequence starts as prompt + those tokens, with the
+usage and ``max_tokens`` of the whole generation; its sampler skips one draw per token (each
+non-greedy sample draws one number) and its stop/UTF-8 stream is fed their text without sending
+it, so what follows is exactly what the first engine would have sent next for greedy and seeded
+sampling, with no text repeated or lost. Each delta carries the ids of its tokens.
 
 Stream interval (``EngineConfig.stream_interval_tokens``, like vLLM's ``--stream-interval``): the
 first text of a generation is sent at once (time to first token is unchanged), later text every
@@ -119,8 +126,10 @@ class BatchEngine:
     def tokenize(self, prompt: str) -> list[int]:
         return self.runtime.tokenize(prompt)
 
-    def submit(self, prompt: str, params: GenerationParams, sink: Sink, priority: int = 0) -> Sequence:
-        """Queue a generation; raise InvalidInputError for an empty or too long prompt and
+    def submit(self, prompt: str, params: GenerationParams, sink: Sink, priority: int = 0,
+               continuation: tuple[int, ...] = ()) -> Sequence:
+        """Queue a generation (resumed after ``continuation``; see the module docstring); raise
+        InvalidInputError for an empty or too long prompt or a bad continuation, and
         EngineSaturatedError when ``max_waiting`` sequences already wait."""
         if len(self.scheduler.waiting) >= self.config.max_waiting:
             raise EngineSaturatedError(self.config.max_waiting)
@@ -130,12 +139,25 @@ class BatchEngine:
         limit = self.config.sequence_limit_tokens
         if len(tokens) >= limit:
             raise InvalidInputError("prompt", f"has {len(tokens)} tokens; a sequence holds at most {limit}")
+        max_new = min(params.max_tokens, limit - len(tokens))
+        self._check_continuation(continuation, max_new)
         self._arrivals += 1
-        seq = Sequence(number=self._arrivals, prompt_tokens=len(tokens),
-                       max_new_tokens=min(params.max_tokens, limit - len(tokens)),
-                       priority=priority, params=params, sink=sink, tokens=tokens)
+        seq = Sequence(number=self._arrivals, prompt_tokens=len(tokens), max_new_tokens=max_new,
+                       priority=priority, params=params, sink=sink, tokens=tokens + list(continuation))
+        if continuation:
+            seq.sampler.skip(len(continuation))
+            for token in continuation:
+                seq.stream.push(self.runtime.piece(token))  # already sent by the first engine
+            seq.sent_text = True
         self.scheduler.add(seq)
         return seq
+
+    def _check_continuation(self, continuation: tuple[int, ...], max_new_tokens: int) -> None:
+        if len(continuation) >= max_new_tokens:
+            raise InvalidInputError("continuation", f"has {len(continuation)} tokens; the generation may "
+                                    f"produce at most {max_new_tokens}")
+        if any(not 0 <= t < self.runtime.n_vocab or self.runtime.is_end(t) for t in continuation):
+            raise InvalidInputError("continuation", "holds a token id outside the vocabulary or an end token")
 
     @property
     def has_work(self) -> bool:
@@ -198,10 +220,10 @@ class BatchEngine:
         return dropped
 
     def generate(self, prompt: str, params: GenerationParams, sink: ListSink | None = None,
-                 priority: int = 0) -> ListSink:
+                 priority: int = 0, continuation: tuple[int, ...] = ()) -> ListSink:
         """Run one generation to its end (other queued work runs along); return its sink."""
         sink = sink or ListSink()
-        self.submit(prompt, params, sink, priority)
+        self.submit(prompt, params, sink, priority, continuation)
         while not sink.done and self.step():
             pass
         return sink
@@ -219,19 +241,22 @@ class BatchEngine:
         seq.tokens.append(token)
         seq.unsent_text += seq.stream.push(self.runtime.piece(token))
         seq.unsent_tokens += 1
+        seq.unsent_ids.append(token)
         if seq.stream.stopped:
             self._finish(seq, "stop")
         elif seq.generated >= seq.max_new_tokens:
             self._finish(seq, "length")
         elif seq.unsent_text and (not seq.sent_text or seq.unsent_tokens >= self.config.stream_interval_tokens):
-            seq.sink.send(Delta(seq.unsent_text))
+            seq.sink.send(Delta(seq.unsent_text, token_ids=tuple(seq.unsent_ids)))
             seq.unsent_text, seq.unsent_tokens, seq.sent_text = "", 0, True
+            seq.unsent_ids = []
 
     def _finish(self, seq: Sequence, reason: str) -> None:
         self._release(seq)
         seq.finish_reason = reason
         text, seq.unsent_text = seq.unsent_text + seq.stream.flush(), ""
-        seq.sink.send(Delta(text, reason, seq.prompt_tokens, seq.generated))
+        ids, seq.unsent_ids = tuple(seq.unsent_ids), []
+        seq.sink.send(Delta(text, reason, seq.prompt_tokens, seq.generated, ids))
 
     def _release(self, seq: Sequence) -> None:
         slot = self.scheduler.finish(seq)

@@ -32,6 +32,7 @@ class Job:
     params: GenerationParams
     priority: int
     sink: Sink
+    continuation: tuple[int, ...] = ()
 
 
 class EngineLoop:
@@ -98,7 +99,7 @@ class EngineLoop:
                 return False
             block = False
             try:
-                engine.submit(job.prompt, job.params, job.sink, job.priority)
+                engine.submit(job.prompt, job.params, job.sink, job.priority, job.continuation)
             except (InvalidInputError, EngineSaturatedError) as exc:
                 job.sink.fail(exc)
 

@@ -4,7 +4,9 @@
 and starts the engine thread (``engine_loop``), which loads and warms up the model. ``execute``
 validates each request and hands it to that thread; the engine batches all running requests at
 every step and streams each request's text to its own response sender, ending every request with
-exactly one FINAL flag (a cancelled one with an empty FINAL). Optional input ``priority`` (higher
+exactly one FINAL flag (a cancelled one with an empty FINAL); each response carries the ids of its
+tokens (``token_ids``), and optional input ``continuation`` resumes a generation after those ids
+(``engine``: the gateway's resume of a stream whose worker died). Optional input ``priority`` (higher
 is more important; the gateway sends the tenant tier) picks which sequence is preempted first
 when the KV pool runs out. Custom metrics (labels ``model``, ``instance``): KV blocks used /
 total / block size, running and waiting sequences, preemptions, prefill and decode tokens, model
@@ -22,13 +24,13 @@ import triton_python_backend_utils as pb_utils
 from python_backends.batching import InvalidInputError, decode_texts
 from python_backends.chat.engine import BatchEngine, EngineSaturatedError, EngineStats
 from python_backends.chat.engine_loop import EngineLoop, Job
-from python_backends.chat.params import parse_params, parse_priority
+from python_backends.chat.params import parse_continuation, parse_params, parse_priority
 from python_backends.chat.send_queue import SendQueue
 from python_backends.chat.sequence import Delta
 from python_backends.triton_adapter import invalid_arg_response, model_parameters, version_dir
 from settings.engine import EngineConfig
 
-INPUTS = ("prompt", "max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "priority")
+INPUTS = ("prompt", "max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "priority", "continuation")
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 WARMUP_TIMEOUT_S = 120
 CANCEL_CHECK_INTERVAL_S = 0.05  # is_cancelled() is a round trip to the server: ask at most this often
@@ -58,6 +60,7 @@ def _response(delta: Delta) -> "pb_utils.InferenceResponse":
         pb_utils.Tensor("finish_reason", np.array([(delta.finish_reason or "").encode()], dtype=np.object_)),
         pb_utils.Tensor("prompt_tokens", np.array([delta.prompt_tokens], dtype=np.int32)),
         pb_utils.Tensor("completion_tokens", np.array([delta.completion_tokens], dtype=np.int32)),
+        pb_utils.Tensor("token_ids", np.array(delta.token_ids, dtype=np.int32)),
     ])
 
 
@@ -154,10 +157,11 @@ class TritonPythonModel:
                 prompt = decode_texts(inputs, "prompt")[0]
                 params = parse_params(inputs, self.default_max_tokens, self.rng)
                 priority = parse_priority(inputs)
+                continuation = parse_continuation(inputs)
             except InvalidInputError as exc:
                 sink.fail(exc)
                 continue
-            self.loop.submit(Job(prompt, params, priority, sink))
+            self.loop.submit(Job(prompt, params, priority, sink, continuation))
         return None
 
     def _init_metrics(self, model_name, instance_name):

@@ -72,6 +72,19 @@ def _check(params: GenerationParams) -> None:
         raise InvalidInputError("stop", f"at most {MAX_STOP_STRINGS} stop strings")
 
 
+MAX_CONTINUATION_TOKENS = 1 << 20
+
+
+def parse_continuation(inputs: Tensors) -> tuple[int, ...]:
+    """The optional ``continuation`` input: the token ids a resumed generation already produced."""
+    if "continuation" not in inputs:
+        return ()
+    values = np.asarray(inputs["continuation"]).reshape(-1)
+    if values.size > MAX_CONTINUATION_TOKENS or not np.issubdtype(values.dtype, np.integer):
+        raise InvalidInputError("continuation", "must be at most 2**20 integer token ids")
+    return tuple(int(v) for v in values)
+
+
 def parse_priority(inputs: Tensors) -> int:
     """The optional ``priority`` input (higher is more important; absent: 0, the least)."""
     value = _scalar(inputs, "priority")

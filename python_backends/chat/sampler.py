@@ -22,6 +22,13 @@ class TokenSampler:
         self.top_p = params.top_p
         self._rng = np.random.default_rng(params.seed)
 
+    def skip(self, tokens: int) -> None:
+        """Advance past ``tokens`` earlier samples (a continuation): each non-greedy ``sample``
+        draws exactly one number, so the next draw is the one the original sequence would have
+        made next."""
+        if not self.greedy and tokens > 0:
+            self._rng.random(tokens)
+
     @property
     def greedy(self) -> bool:
         return self.temperature == 0.0 or self.top_k == 1

@@ -20,12 +20,16 @@ FINISH_REASONS = ("stop", "length", "cancelled")
 
 @dataclass(frozen=True)
 class Delta:
-    """Text safe to send; the last delta of a generation carries ``finish_reason`` and usage."""
+    """Text safe to send; the last delta of a generation carries ``finish_reason`` and usage.
+    ``token_ids``: the generated tokens accepted since the previous delta (the text of all of
+    them, up to what the stop/UTF-8 stream still holds back, is in the deltas so far), so that a
+    client holding every delta's ids can resume the generation elsewhere (``continuation``)."""
 
     text: str
     finish_reason: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    token_ids: tuple[int, ...] = ()
 
 
 class Sink(Protocol):
@@ -59,6 +63,7 @@ class Sequence:
     finish_reason: str | None = None
     unsent_text: str = ""  # generated text held back until the stream interval is reached
     unsent_tokens: int = 0  # tokens accepted since text was last sent
+    unsent_ids: list[int] = field(default_factory=list)  # their ids
     sent_text: bool = False
 
     def __post_init__(self) -> None:

@@ -5,6 +5,8 @@ and serving on while Redis is down."""
 from __future__ import annotations
 
 import asyncio
+import json
+import signal
 import time
 import uuid
 from collections.abc import Iterator
@@ -151,6 +153,80 @@ def test_a_requests_status_is_read_through_either_gateway_only_by_its_tenant(fle
         assert fleet.gateway(index, KEYS["batch"]).get(f"/v1/requests/{request_id}").status_code == 404
     listed = fleet.gateway(1).get("/v1/requests", params={"limit": 50}).json()["data"]
     assert request_id in {r["id"] for r in listed}
+
+
+def _chat_events(client: httpx.Client, headers: dict[str, str], stop_after: int | None = None) -> list[tuple[str, str]]:
+    """(id, data) of a greedy streamed chat's events, dropping the connection after ``stop_after``."""
+    body = {"model": "chat", "messages": [{"role": "user", "content": "Tell me about lighthouses."}],
+            "max_tokens": 24, "temperature": 0, "stream": True}
+    events: list[tuple[str, str]] = []
+    event_id = ""
+    with client.stream("POST", "/v1/chat/completions", json=body, headers=headers) as response:
+        assert response.status_code == 200, response.read()
+        for line in response.iter_lines():
+            if line.startswith("id: "):
+                event_id = line[4:]
+            elif line.startswith("data: "):
+                events.append((event_id, line[6:]))
+                if stop_after is not None and len(events) >= stop_after:
+                    break
+    return events
+
+
+def _chat_text(events: list[tuple[str, str]]) -> str:
+    chunks = [json.loads(data) for _, data in events if data.startswith("{")]
+    assert not [c for c in chunks if "error" in c], chunks
+    return "".join(c["delta"].get("content", "") for chunk in chunks for c in chunk["choices"])
+
+
+def test_a_stream_dropped_on_one_gateway_is_resumed_through_the_other_with_last_event_id(fleet: Fleet) -> None:
+    with fleet.gateway(0) as first, fleet.gateway(1) as second:
+        whole = _chat_events(first, {})
+        dropped = _chat_events(first, {}, stop_after=3)
+        rest = _chat_events(second, {"Last-Event-ID": dropped[-1][0]})
+    assert rest[-1][1] == "[DONE]"
+    assert _chat_text(dropped) + _chat_text(rest) == _chat_text(whole) != ""
+    request_id = dropped[0][0].rpartition(":")[0]
+    assert [e for e, _ in dropped + rest] == [f"{request_id}:{n}" for n in range(1, len(dropped) + len(rest) + 1)]
+
+
+def test_a_stream_whose_gateway_is_killed_is_continued_by_the_other_with_last_event_id(fleet: Fleet) -> None:
+    supervisor = fleet.stack.gateway_supervisor
+    assert supervisor is not None
+    restarts = supervisor.restarts()[0]
+    body = {"model": "chat", "messages": [{"role": "user", "content": "Tell me about lighthouses."}],
+            "max_tokens": 24, "temperature": 0, "stream": True}
+    cut: list[tuple[str, str]] = []
+    with fleet.gateway(0) as first, fleet.gateway(1) as second:
+        whole = _chat_events(second, {})
+        event_id = ""
+        with pytest.raises(httpx.TransportError), first.stream("POST", "/v1/chat/completions", json=body) as response:
+            for line in response.iter_lines():  # the gateway dies under the open stream
+                if line.startswith("id: "):
+                    event_id = line[4:]
+                elif line.startswith("data: "):
+                    cut.append((event_id, line[6:]))
+                    if len(cut) == 3:
+                        supervisor.processes[0].send_signal(signal.SIGKILL)
+        rest = _chat_events(second, {"Last-Event-ID": cut[-1][0]})
+    assert rest[-1][1] == "[DONE]"
+    assert _chat_text(cut) + _chat_text(rest) == _chat_text(whole)
+    _until(lambda: supervisor.restarts()[0] > restarts, timeout_s=120)
+
+
+def test_while_a_killed_gateway_restarts_the_other_serves(fleet: Fleet) -> None:
+    supervisor = fleet.stack.gateway_supervisor
+    assert supervisor is not None
+    supervisor.processes[0].send_signal(signal.SIGKILL)
+    served = 0
+    with fleet.gateway(1) as other:
+        while supervisor.restarts()[0] == 0:
+            assert _embed(other, f"while gateway 0 restarts {served}").status_code == 200
+            served += 1
+            assert served < 2000, "gateway 0 was not restarted"
+    assert served > 0
+    with fleet.gateway(0) as restarted:
+        assert restarted.get("/readyz").status_code == 200
 
 
 def test_serving_goes_on_while_redis_is_down_and_the_store_resynchronises(fleet: Fleet) -> None:

@@ -20,7 +20,7 @@ import tritonclient.grpc.aio as grpcclient
 from tritonclient.grpc import InferResult
 from tritonclient.utils import InferenceServerException
 
-from gateway.errors import UpstreamError
+from gateway.errors import UpstreamError, WorkerFailedError
 from gateway.transport.protocol import GenerationRequest, TextChunk
 from gateway.transport.triton.errors import map_triton_error
 from gateway.transport.triton.streams import GenerationStream
@@ -62,6 +62,8 @@ def build_inputs(request: GenerationRequest) -> list[grpcclient.InferInput]:
     if request.stop:
         stops = np.array([s.encode("utf-8") for s in request.stop], dtype=np.object_)
         inputs.append(_tensor("stop", stops, "BYTES"))
+    if request.continuation:
+        inputs.append(_tensor("continuation", np.array(request.continuation, dtype=np.int32), "INT32"))
     return inputs
 
 
@@ -73,11 +75,13 @@ def _chunk(result: Any) -> TextChunk | None:
         return None
     text = result.as_numpy("text_output")
     finish = result.as_numpy("finish_reason")
+    token_ids = result.as_numpy("token_ids")
     return TextChunk(
         text=text.reshape(-1)[0].decode("utf-8") if text is not None else "",
         finish_reason=(finish.reshape(-1)[0].decode() or None) if finish is not None else None,
         prompt_tokens=int(result.as_numpy("prompt_tokens").reshape(-1)[0]),
         completion_tokens=int(completion.reshape(-1)[0]),
+        token_ids=tuple(int(t) for t in token_ids.reshape(-1)) if token_ids is not None else (),
     )
 
 
@@ -115,8 +119,8 @@ async def stream_generation(
                     stream = worker.streams.acquire(fresh=True)
                     stream.send(payload)
                     continue
-                if isinstance(exc, StopAsyncIteration):
-                    raise UpstreamError(f"model {model} closed the stream early") from None
+                if isinstance(exc, StopAsyncIteration):  # the connection ended: the worker went away
+                    raise WorkerFailedError(f"the worker serving model {model} closed the stream early") from None
                 raise map_triton_error(exc, model) from exc
             answered = True
             if error is not None:

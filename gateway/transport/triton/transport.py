@@ -2,19 +2,21 @@
 
 It owns the ``WorkerPool`` (clients, readiness, live KV), the row coalescers of batched models
 and each worker's generation streams, and translates every Triton error with
-``map_triton_error``. The scheduling core chooses the worker of every inference call; only
+``map_triton_error``. A call that fails with ``WorkerFailedError`` (the worker crashed or cannot be
+reached) marks its worker down at once (``WorkerPool.mark_down``) before the error goes up.
+The scheduling core chooses the worker of every inference call; only
 ``model_metadata``, which no scheduler sees, asks the ready workers in turn until one answers.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import tritonclient.grpc.aio as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from gateway.errors import GatewayError, PermissionDeniedError, UnavailableError
+from gateway.errors import GatewayError, PermissionDeniedError, UnavailableError, WorkerFailedError
 from gateway.transport.protocol import Columns, GenerationRequest, RowCall, Tensor, TextChunk, WorkerStatus
 from gateway.transport.triton.errors import map_triton_error
 from gateway.transport.triton.generation import stream_generation
@@ -26,6 +28,7 @@ from settings.workers import WorkerAddress
 
 KSERVE_TIMEOUT_S = 60.0
 METADATA_TIMEOUT_S = 10.0
+T = TypeVar("T")
 
 
 class TritonTransport:
@@ -71,8 +74,16 @@ class TritonTransport:
     def has_worker(self, worker_id: str) -> bool:
         return any(w.address.name == worker_id for w in self.pool.workers)
 
+    async def _watched(self, worker: Worker, call: Awaitable[T]) -> T:
+        try:
+            return await call
+        except WorkerFailedError:
+            self.pool.mark_down(worker)
+            raise
+
     async def infer_rows(self, call: RowCall, columns: Columns) -> Columns:
-        return await self._rows.infer(self.pool.worker(call.worker_id), call, columns)
+        worker = self.pool.worker(call.worker_id)
+        return await self._watched(worker, self._rows.infer(worker, call, columns))
 
     async def infer_tensors(self, worker_id: str, model: str, version: int, inputs: Sequence[Tensor],
                             outputs: Sequence[str], priority: int, request_id: str) -> list[Tensor]:
@@ -88,12 +99,24 @@ class TritonTransport:
                                                request_id=request_id, priority=priority,
                                                client_timeout=KSERVE_TIMEOUT_S)
         except InferenceServerException as exc:
-            raise map_triton_error(exc, model) from exc
+            error = map_triton_error(exc, model)
+            if isinstance(error, WorkerFailedError):
+                self.pool.mark_down(worker)
+            raise error from exc
         return [Tensor(o.name, o.datatype, result.as_numpy(o.name)) for o in result.get_response().outputs]
 
-    def generate(self, worker_id: str, model: str, version: int | None, request_id: str,
-                 request: GenerationRequest) -> AsyncGenerator[TextChunk, None]:
-        return stream_generation(self.pool.worker(worker_id), model, request_id, request, version=version)
+    async def generate(self, worker_id: str, model: str, version: int | None, request_id: str,
+                       request: GenerationRequest) -> AsyncGenerator[TextChunk, None]:
+        worker = self.pool.worker(worker_id)
+        chunks = stream_generation(worker, model, request_id, request, version=version)
+        try:
+            async for chunk in chunks:
+                yield chunk
+        except WorkerFailedError:
+            self.pool.mark_down(worker)
+            raise
+        finally:
+            await chunks.aclose()
 
     async def model_metadata(self, model: str, version: int, regions: frozenset[str]) -> dict[str, Any]:
         failure: GatewayError = UnavailableError(f"model {model} has no ready worker", code="model_cold",

@@ -13,6 +13,13 @@ With ``discover`` (pools with ``discovery: dns``, a Kubernetes pool's pods behin
 Service), each refresh first asks it for the workers there are now (off the event loop): a new
 pod gets a client, a pod that left is closed and dropped (a call still bound to it ends with
 ``worker_gone``); a pod keeps its name (``<pool>-<address>``) while it stays.
+
+A worker that fails a call (crashed, unreachable: ``mark_down``) is down at once, not at the next
+poll: nothing is ready on it, the ``on_refresh`` callbacks run (so the scheduler stops placing
+there), and it is polled every ``recovery_poll_s`` until a model is READY on it again, so that
+readiness returns within that interval of Triton's. gRPC's reconnect backoff (1 s growing to
+120 s by default, during which calls fail without trying) is capped at ``MAX_RECONNECT_BACKOFF_MS``:
+with the default, ``/readyz`` lagged a restarted worker by seconds.
 """
 
 from __future__ import annotations
@@ -34,12 +41,14 @@ from scheduling.workers import WorkerView
 from settings.workers import WorkerAddress
 
 _GRPC_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-# A replica slot with no process yet (autoscaling) is polled like the others: gRPC's default
-# reconnect backoff grows towards 120 s, which hides a replica that starts later (measured here: a
-# slot polled dead for 3 min was seen 11 s after its server started; with this cap, 1 s). At most
-# 1 s between attempts, so a started replica is seen within about one readiness poll.
-_RECONNECT_BACKOFF = [("grpc.initial_reconnect_backoff_ms", 250), ("grpc.min_reconnect_backoff_ms", 250),
-                      ("grpc.max_reconnect_backoff_ms", 1000)]
+# gRPC's default reconnect backoff grows towards 120 s, during which calls fail without trying:
+# that hides a restarted worker, and a replica slot (autoscaling) whose process starts later (measured
+# here: a slot polled dead for 3 min was seen 11 s after its server started). Capped, a restarted or
+# started worker is seen within about one readiness poll.
+MAX_RECONNECT_BACKOFF_MS = 250
+RECOVERY_POLL_S = 0.2
+_RECONNECT_BACKOFF = [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
+                      ("grpc.max_reconnect_backoff_ms", MAX_RECONNECT_BACKOFF_MS)]
 
 
 @dataclass
@@ -75,7 +84,9 @@ class WorkerPool:
     llm_models: frozenset[str] = frozenset()
     on_refresh: list[Callable[[], None]] = field(default_factory=list)
     discover: Callable[[], Sequence[WorkerAddress]] | None = None
+    recovery_poll_s: float = RECOVERY_POLL_S
     _poller: asyncio.Task[None] | None = field(default=None, repr=False)
+    _recovering: dict[str, asyncio.Task[None]] = field(default_factory=dict, repr=False)
     _http: httpx.AsyncClient | None = field(default=None, repr=False)
 
     @classmethod
@@ -91,6 +102,8 @@ class WorkerPool:
 
     async def close(self) -> None:
         await stop(self._poller)
+        for task in list(self._recovering.values()):
+            await stop(task)
         for worker in self.workers:
             worker.streams.close()
             await worker.client.close()
@@ -101,6 +114,12 @@ class WorkerPool:
         if self.discover is not None:
             await self.reconcile(await asyncio.to_thread(self.discover))
         await asyncio.gather(*(self._refresh_worker(w) for w in self.workers))
+        self._changed()
+        for worker in self.workers:
+            if not worker.ready_models:
+                self._recover(worker)
+
+    def _changed(self) -> None:
         for callback in self.on_refresh:
             callback()
 
@@ -114,6 +133,32 @@ class WorkerPool:
                 await worker.client.close()
         known = {w.address.name for w in kept}
         self.workers = kept + [_connect(a) for name, a in wanted.items() if name not in known]
+
+    def mark_down(self, worker: Worker) -> None:
+        """``worker`` failed a call (crashed or unreachable): down now; see the module docstring."""
+        if worker.ready_versions:
+            worker.ready_versions = {}
+            worker.kv_total_tokens = worker.kv_used_tokens = None
+            worker.streams.close()
+            self._changed()
+        self._recover(worker)
+
+    def _recover(self, worker: Worker) -> None:
+        """Poll a down worker every ``recovery_poll_s`` until a model is ready on it (one task)."""
+        name = worker.address.name
+        if name in self._recovering or self._poller is None:
+            return
+
+        async def poll_until_ready() -> None:
+            try:
+                while not worker.ready_models:
+                    await asyncio.sleep(self.recovery_poll_s)
+                    await self._refresh_worker(worker)
+                self._changed()
+            finally:
+                self._recovering.pop(name, None)
+
+        self._recovering[name] = asyncio.create_task(poll_until_ready(), name=f"recover-{name}")
 
     async def _refresh_worker(self, worker: Worker) -> None:
         ready: dict[str, set[int]] = {}

@@ -4,11 +4,13 @@ works: the integration tests run real Triton).
 Workers come from the real stack configuration. Batched models answer with deterministic values
 computed from their inputs (an embedding is a function of the text, a rerank score of the pair),
 LLMs with a scripted list of chunks; ``gate`` holds every call until it is set, so tests can fill
-a worker and watch the queue; ``fail_with`` makes the next calls raise a taxonomy error; every
-call and every cancelled generation is recorded. ``addresses`` (default: the configured workers)
-may name more replica slots; ``down`` lists workers with nothing ready (a stopped slot; at first
-every slot past the configured workers),
-``unloaded`` models loaded nowhere (scaled to zero).
+a worker and watch the queue; ``fail_with`` makes the next calls raise a taxonomy error;
+``crashes`` makes that many next calls fail as a crashed worker would (``WorkerFailedError``; a
+generation after ``crash_after_chunks`` chunks); a generation with a ``continuation`` skips the
+scripted chunks whose token ids it holds; every call and every cancelled generation is recorded.
+``addresses`` (default: the configured workers) may name more replica slots; ``down`` lists workers
+with nothing ready (a stopped slot; at first every slot past the configured workers), ``unloaded``
+models loaded nowhere (scaled to zero).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from gateway.errors import GatewayError, PermissionDeniedError, UnavailableError
+from gateway.errors import GatewayError, PermissionDeniedError, UnavailableError, WorkerFailedError
 from gateway.transport.protocol import Columns, GenerationRequest, RowCall, Tensor, TextChunk, WorkerStatus
 from scheduling.capacity import CapacityProfile
 from scheduling.workers import WorkerView
@@ -69,6 +71,9 @@ class FakeTransport:
     addresses: list[WorkerAddress] = field(default_factory=list)
     down: set[str] = field(default_factory=set)
     unloaded: set[str] = field(default_factory=set)
+    crashes: int = 0
+    crash_after_chunks: int = 0
+    down_on_crash: bool = False  # a crash takes every worker down (not ready) until ``ready`` is set again
 
     def __post_init__(self) -> None:
         configured = worker_addresses(self.config)
@@ -81,7 +86,8 @@ class FakeTransport:
 
     def script_text(self, parts: Sequence[str], prompt_tokens: int = 20, finish_reason: str = "stop") -> None:
         """Make each generation answer ``parts``, one chunk each, the last with ``finish_reason``."""
-        self.chunks = [TextChunk(text, finish_reason if i == len(parts) - 1 else None, prompt_tokens, i + 1)
+        self.chunks = [TextChunk(text, finish_reason if i == len(parts) - 1 else None, prompt_tokens, i + 1,
+                                 token_ids=(100 + i,))
                        for i, text in enumerate(parts)]
 
     async def start(self) -> None:
@@ -122,9 +128,19 @@ class FakeTransport:
         if self.fail_with is not None:
             raise self.fail_with
 
+    def _crash(self) -> None:
+        if self.crashes > 0:
+            self.crashes -= 1
+            if self.down_on_crash:
+                self.ready = False
+                for callback in self.on_refresh:
+                    callback()
+            raise WorkerFailedError("the worker failed or cannot be reached")
+
     async def infer_rows(self, call: RowCall, columns: Columns) -> Columns:
         self.row_calls.append(call)
         await self._call()
+        self._crash()
         if "text" in columns:
             return {"embedding": np.stack([fake_vector(row[0]) for row in columns["text"]])}
         scores = [fake_score(q[0], d[0]) for q, d in zip(columns["query"], columns["document"], strict=True)]
@@ -134,6 +150,7 @@ class FakeTransport:
                             outputs: Sequence[str], priority: int, request_id: str) -> list[Tensor]:
         self.tensor_calls.append((worker_id, model, version))
         await self._call()
+        self._crash()
         first = inputs[0].array
         rows = first.shape[0] if first.ndim else 1
         class_ids = np.arange(rows, dtype=np.int64).reshape(rows, 1)
@@ -143,11 +160,17 @@ class FakeTransport:
                        request: GenerationRequest) -> AsyncGenerator[TextChunk, None]:
         generation = Generation(worker_id, model, version, request_id, request)
         self.generations.append(generation)
+        skip = len(request.continuation)
         try:
-            for item in self.chunks:
+            for index, item in enumerate(self.chunks):
                 await self._call()
                 if isinstance(item, GatewayError):
                     raise item
+                if skip > 0:
+                    skip -= len(item.token_ids)
+                    continue
+                if index >= self.crash_after_chunks:
+                    self._crash()
                 yield item
             generation.finished = True
         finally:

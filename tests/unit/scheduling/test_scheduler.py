@@ -203,3 +203,39 @@ def test_service_from_other_gateways_orders_the_tenants_here() -> None:
     scheduler.complete(hold.request_id, now=1, generated_tokens=4000)
     dispatched = [d.request_id for d in scheduler.schedule(now=1).dispatches]
     assert dispatched[0] == second.request_id  # without the other gateway's service, first would go first
+
+
+def test_a_request_whose_worker_failed_is_queued_again_and_dispatched_to_a_healthy_worker() -> None:
+    scheduler = _scheduler()
+    scheduler.update_workers([view("a", BIG, "eu"), view("b", BIG, "eu")])
+    who = tenant(tier=Tier.PREMIUM, max_concurrent=1, requests_per_second=1)
+    first = request(who, prefill=100, output=100)
+    assert isinstance(scheduler.submit(first, now=0), Admitted)
+    (dispatch,) = scheduler.schedule(now=0).dispatches
+    counter = scheduler.service_counters()[who.name]
+    failed = dispatch.worker_id
+    healthy = "b" if failed == "a" else "a"
+    scheduler.update_workers([view(failed, BIG, "eu", healthy=False), view(healthy, BIG, "eu")])
+    assert scheduler.requeue(first.request_id, now=1, deadline_s=5)
+    assert scheduler.loads[failed].kv_tokens == 0
+    (again,) = scheduler.schedule(now=1).dispatches
+    assert (again.request_id, again.worker_id) == (first.request_id, healthy)
+    assert scheduler.service_counters()[who.name] == counter  # charged once, not twice
+    assert not scheduler.requeue("unknown", now=1, deadline_s=5)
+
+
+def test_a_requeued_request_keeps_its_admission_and_expires_at_its_retry_deadline() -> None:
+    scheduler = _scheduler()
+    scheduler.update_workers([view("a", BIG, "eu")])
+    who = tenant(tier=Tier.PREMIUM, max_concurrent=1, requests_per_second=1)
+    first = request(who)
+    scheduler.submit(first, now=0)
+    scheduler.schedule(now=0)
+    scheduler.update_workers([view("a", BIG, "eu", healthy=False)])
+    assert scheduler.requeue(first.request_id, now=0.5, deadline_s=2.0)
+    assert scheduler.admission.in_flight(who.name) == 1  # still holds its slot; no second quota taken
+    assert scheduler.schedule(now=1.0).dispatches == ()  # no healthy worker: it waits
+    assert scheduler.next_deadline_s() == 2.0
+    plan = scheduler.schedule(now=2.0)
+    assert [e.request_id for e in plan.expired] == [first.request_id]
+    assert scheduler.admission.in_flight(who.name) == 0

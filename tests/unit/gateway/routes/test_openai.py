@@ -67,11 +67,11 @@ async def test_a_worker_failing_mid_stream_ends_the_stream_with_an_error_event(g
     response = await gw.client.post("/v1/chat/completions", headers=STANDARD, json={**CHAT, "stream": True})
     events = _events(response.text)
     assert "[DONE]" not in events
-    assert orjson.loads(events[-1])["error"]["code"] == "worker_failed"
+    assert orjson.loads(events[-1])["error"]["code"] == "worker_error"
     assert gw.metric("shunter_requests_total", route="/v1/chat/completions", model="chat",
-                     outcome="failed(worker_failed)") == 1
+                     outcome="failed(worker_error)") == 1
     status = await gw.client.get(f"/v1/requests/{response.headers['x-request-id']}", headers=STANDARD)
-    assert status.json()["outcome"] == "failed(worker_failed)"
+    assert status.json()["outcome"] == "failed(worker_error)"
 
 
 async def test_a_saturated_worker_is_a_503_with_retry_after(gw: InProcessGateway) -> None:

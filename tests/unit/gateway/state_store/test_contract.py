@@ -15,6 +15,7 @@ from gateway.state_store.protocol import (
     QuotaRelease,
     RequestRecord,
     StoredResponse,
+    StreamEvent,
 )
 from scheduling.tenants import Quotas
 from tests.unit.gateway.state_store.backends import Backend
@@ -309,3 +310,33 @@ async def test_the_stream_owner_is_shared_and_expires(backend: Backend) -> None:
     assert await other.stream_owner("r1") == "gw-a"
     await backend.advance(1.2)
     assert await store.stream_owner("r1") is None
+
+
+async def test_a_stream_journal_is_read_after_a_number_from_any_gateway_and_expires(backend: Backend) -> None:
+    store, other = backend.store, await backend.another()
+    assert await store.read_stream("r1", 0) is None
+    await store.open_stream("r1", "acme", b'{"model": "chat"}', 1.0)
+    await store.append_stream("r1", [StreamEvent(1, "role"), StreamEvent(2, "Par", (100,))], False, 1.0)
+    await store.append_stream("r1", [StreamEvent(3, "is \u00e9", (101, 102))], False, 1.0)
+    journal = await other.read_stream("r1", 1)
+    assert journal is not None
+    assert (journal.tenant, journal.context, journal.length, journal.done) == ("acme", b'{"model": "chat"}', 3, False)
+    assert journal.events == (StreamEvent(2, "Par", (100,)), StreamEvent(3, "is \u00e9", (101, 102)))
+    assert journal.token_ids == (100, 101, 102)
+    await other.append_stream("r1", [StreamEvent(4, "[DONE]")], True, 1.0)
+    done = await store.read_stream("r1", 4)
+    assert done is not None and done.done and done.events == () and done.length == 4
+    await store.append_stream("never-opened", [StreamEvent(1, "x")], False, 1.0)
+    assert await store.read_stream("never-opened", 0) is None
+    await backend.advance(1.2)
+    assert await store.read_stream("r1", 0) is None
+
+
+async def test_a_journal_event_appended_twice_is_read_once(backend: Backend) -> None:
+    store = backend.store
+    await store.open_stream("r2", "acme", b"{}", 60.0)
+    await store.append_stream("r2", [StreamEvent(1, "a", (1,))], False, 60.0)
+    await store.append_stream("r2", [StreamEvent(1, "a", (1,)), StreamEvent(2, "b", (2,))], False, 60.0)
+    journal = await store.read_stream("r2", 0)
+    assert journal is not None
+    assert ([e.seq for e in journal.events], journal.token_ids, journal.length) == ([1, 2], (1, 2), 2)

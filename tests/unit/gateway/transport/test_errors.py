@@ -2,7 +2,7 @@
 
 from tritonclient.utils import InferenceServerException
 
-from gateway.errors import InvalidRequestError, UnavailableError, UpstreamError
+from gateway.errors import InvalidRequestError, UnavailableError, UpstreamError, WorkerFailedError
 from gateway.transport.triton.errors import map_triton_error
 from python_backends.batching import InvalidInputError
 from python_backends.chat.engine import EngineSaturatedError
@@ -20,6 +20,17 @@ def test_a_backend_input_error_is_a_400_naming_the_input() -> None:
     assert isinstance(error, InvalidRequestError) and "prompt" in str(error)
 
 
-def test_anything_else_is_a_worker_failure() -> None:
+def test_an_unreachable_or_crashed_worker_is_worker_failed_not_saturation() -> None:
+    crashed = InferenceServerException("stream failed: Socket closed", status="StatusCode.UNAVAILABLE")
+    error = map_triton_error(crashed, "embed")
+    assert isinstance(error, WorkerFailedError)
+    assert (error.status, error.code, error.ending.label) == (503, "worker_failed", "failed(worker_failed)")
+    assert error.headers() == {"Retry-After": "1"}
+    full = map_triton_error(InferenceServerException("Exceeds maximum queue size", status="StatusCode.UNAVAILABLE"),
+                            "embed")
+    assert not isinstance(full, WorkerFailedError) and full.code == "pool_saturated"
+
+
+def test_anything_else_is_a_worker_error() -> None:
     error = map_triton_error(InferenceServerException("generation failed: boom"), "chat")
-    assert isinstance(error, UpstreamError) and error.status == 502
+    assert isinstance(error, UpstreamError) and (error.status, error.code) == (502, "worker_error")

@@ -269,3 +269,43 @@ def test_each_model_step_is_counted_with_its_wall_time_and_attended_positions(en
     # The prompt attends causally to itself; each decode token to everything before it.
     expected = prompt_tokens * (prompt_tokens - 1) / 2 + sum(prompt_tokens + i for i in range(decoded))
     assert after.attention_positions_total - before.attention_positions_total == pytest.approx(expected)
+
+
+def _resumed(engine: BatchEngine, prompt: str, params: GenerationParams, after_deltas: int) -> tuple[str, str]:
+    """The whole text of one run, and the text a client gets when the first engine stops after
+    ``after_deltas`` deltas and a continuation of their token ids produces the rest."""
+    whole = engine.generate(prompt, params)
+    assert len(whole.deltas) > after_deltas, "the generation is too short for this test"
+    sent = whole.deltas[:after_deltas]
+    continuation = tuple(t for d in sent for t in d.token_ids)
+    rest = engine.generate(prompt, params, continuation=continuation)
+    assert rest.deltas[-1].completion_tokens == whole.deltas[-1].completion_tokens
+    assert rest.deltas[-1].prompt_tokens == whole.deltas[-1].prompt_tokens
+    return whole.text, "".join(d.text for d in sent) + rest.text
+
+
+def test_every_delta_carries_the_ids_of_its_tokens(engine: BatchEngine) -> None:
+    sink = engine.generate(PROMPT, GenerationParams(max_tokens=24, temperature=0.0))
+    ids = [t for d in sink.deltas for t in d.token_ids]
+    assert len(ids) == sink.deltas[-1].completion_tokens
+    assert b"".join(engine.runtime.piece(t) for t in ids).decode() == sink.text
+
+
+@pytest.mark.parametrize("params", [
+    GenerationParams(max_tokens=40, temperature=0.0),
+    GenerationParams(max_tokens=40, temperature=1.0, top_p=0.95, seed=1234),
+    GenerationParams(max_tokens=40, temperature=0.8, top_k=40, seed=7, stop=("\n\n",)),
+], ids=["greedy", "seeded", "seeded-stop"])
+def test_a_continuation_goes_on_exactly_as_the_first_run_would_have(engine: BatchEngine,
+                                                                    params: GenerationParams) -> None:
+    prompt = TEMPLATE.format("Write a haiku about rain.")
+    for after in (1, 3):
+        whole, resumed = _resumed(engine, prompt, params, after)
+        assert resumed == whole
+
+
+def test_a_continuation_with_bad_ids_is_refused(engine: BatchEngine) -> None:
+    with pytest.raises(InvalidInputError, match="continuation"):
+        engine.submit(PROMPT, GREEDY, ListSink(), continuation=(engine.runtime.n_vocab + 5,))
+    with pytest.raises(InvalidInputError, match="continuation"):
+        engine.submit(PROMPT, GenerationParams(max_tokens=2, temperature=0.0), ListSink(), continuation=(1, 2))

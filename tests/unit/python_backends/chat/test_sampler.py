@@ -25,3 +25,11 @@ def test_top_k_and_top_p_keep_only_the_likeliest_tokens() -> None:
     assert set(_draws(GenerationParams(max_tokens=1, temperature=1.0, top_k=2))) == {1, 2}
     assert set(_draws(GenerationParams(max_tokens=1, temperature=1.0, top_p=0.5))) <= {1, 2}
     assert len(set(_draws(GenerationParams(max_tokens=1, temperature=1.0)))) >= 4
+
+
+def test_a_sampler_that_skips_n_draws_continues_the_seeded_sequence() -> None:
+    params = GenerationParams(max_tokens=1, temperature=1.0, top_p=0.9, seed=11)
+    whole = _draws(params, 50)
+    resumed = TokenSampler(params)
+    resumed.skip(20)
+    assert [resumed.sample(ROW) for _ in range(30)] == whole[20:]
