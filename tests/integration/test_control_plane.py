@@ -131,9 +131,10 @@ def _embed_many(url: str, texts: list[str], concurrency: int = 16) -> list[tuple
             async def one(text: str) -> tuple[int, str]:
                 async with limit:
                     response = await client.post("/v1/embeddings", json={"model": "embed", "input": [text]})
-                    if response.status_code != 200:  # the error code, to say what failed
+                    version = response.headers.get("x-shunter-model-version")
+                    if version is None and response.status_code != 200:  # failed before a version served it
                         return response.status_code, response.json().get("error", {}).get("code", "")
-                    return response.status_code, response.headers.get("x-shunter-model-version", "")
+                    return response.status_code, version or ""
             return await asyncio.gather(*(one(t) for t in texts))
     return asyncio.run(run())
 
