@@ -52,7 +52,7 @@ async def test_a_crash_on_every_attempt_is_worker_failed_503_with_retry_after_co
     assert len(gw.workers.row_calls) == gw.gateway.admission.max_attempts == 3
     status = await _status(gw, response.headers["x-request-id"], BATCH)
     assert (status["outcome"], status["attempts"]) == ("failed(worker_failed)", 3)
-    assert gw.metric("shunter_scheduled_outcomes_total", tier="batch", outcome="failed") == 1
+    assert gw.metric("shunter_scheduled_outcomes_total", tier="batch", model="embed", outcome="failed") == 1
     assert gw.metric("shunter_in_flight_requests", model="embed") == 0
 
 
