@@ -278,24 +278,22 @@ def start_ab(model: str, body: AbBody, request: Request, actor: Actor) -> dict[s
     return {**status_json(plane, model), "timings": timings}
 
 
-class PromoteBody(_Body):
+class TargetBody(_Body):
+    """An action that may name the version it ends on (``promote --to``, ``undo --to``)."""
+
     to: Annotated[int | None, Field(ge=1)] = None
 
 
 @router.post("/rollouts/{model}/promote")
-def promote(model: str, body: PromoteBody, request: Request, actor: Actor) -> dict[str, Any]:
+def promote(model: str, body: TargetBody, request: Request, actor: Actor) -> dict[str, Any]:
     """Finish the rollout: ``to`` (default the largest candidate) takes all traffic."""
     plane = _plane(request)
     timings = plane.rollouts.promote(known_model(plane, model), actor, body.reason, body.to)
     return {**status_json(plane, model), "timings": timings}
 
 
-class UndoBody(_Body):
-    to: Annotated[int | None, Field(ge=1)] = None
-
-
 @router.post("/rollouts/{model}/undo")
-def undo(model: str, body: UndoBody, request: Request, actor: Actor) -> dict[str, Any]:
+def undo(model: str, body: TargetBody, request: Request, actor: Actor) -> dict[str, Any]:
     """Bring back the version live before the last promote (or ``to``); see ``RolloutManager.undo``."""
     plane = _plane(request)
     timings = plane.rollouts.undo(known_model(plane, model), actor, body.reason, body.to)
