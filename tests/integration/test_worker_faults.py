@@ -125,10 +125,10 @@ def test_a_killed_worker_costs_no_request_is_down_at_once_and_ready_as_soon_as_t
 
 
 def _stream(client: httpx.Client, headers: dict[str, str] | None = None,
-            on_event: Callable[[int], bool] | None = None) -> list[tuple[str, str]]:
+            on_event: Callable[[int], bool] | None = None, max_tokens: int = MAX_TOKENS) -> list[tuple[str, str]]:
     """(id, data) of every event of a greedy streamed chat; ``on_event(n)`` after the n-th event,
     returning False to drop the connection there."""
-    body = {"model": "chat", "messages": [{"role": "user", "content": QUESTION}], "max_tokens": MAX_TOKENS,
+    body = {"model": "chat", "messages": [{"role": "user", "content": QUESTION}], "max_tokens": max_tokens,
             "temperature": 0, "stream": True}
     events: list[tuple[str, str]] = []
     event_id = ""
@@ -168,8 +168,9 @@ def _running_worker(stack: RunningStack) -> int:
 
 def test_a_greedy_stream_survives_a_worker_kill_with_identical_text(faults: RunningStack) -> None:
     _wait_all_ready(faults)
+    long_tokens = 4 * MAX_TOKENS  # on idle cores 48 tokens can be generated before the client reads its 4th event
     with faults.client() as client:
-        undisturbed = _stream(client)
+        undisturbed = _stream(client, max_tokens=long_tokens)
         killed: list[int] = []
 
         def kill_after_three(n: int) -> bool:
@@ -178,7 +179,7 @@ def test_a_greedy_stream_survives_a_worker_kill_with_identical_text(faults: Runn
                 _kill_worker(faults, killed[0])
             return True
 
-        disturbed = _stream(client, on_event=kill_after_three)
+        disturbed = _stream(client, on_event=kill_after_three, max_tokens=long_tokens)
     assert killed
     assert disturbed[-1][1] == "[DONE]"
     assert _text(disturbed) == _text(undisturbed) != ""
