@@ -154,15 +154,20 @@ def _text(events: list[tuple[str, str]]) -> str:
     return "".join(parts)
 
 
-def _running_worker(stack: RunningStack) -> int:
-    """The worker whose engine runs a sequence now."""
-    for index, address in enumerate(worker_addresses(load_config(stack.paths))):
-        url = f"http://127.0.0.1:{address.metrics_port}/metrics"
-        try:
-            if metric_sum(url, "shunter_llm_running_sequences", {}) > 0:
-                return index
-        except httpx.HTTPError:
-            continue
+def _running_worker(stack: RunningStack, timeout_s: float = 3.0) -> int:
+    """The worker whose engine runs a sequence now. The engine publishes its gauges every 0.25 s
+    while busy, so a stream a few tokens old may not show yet: look again until ``timeout_s``."""
+    addresses = worker_addresses(load_config(stack.paths))
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for index, address in enumerate(addresses):
+            url = f"http://127.0.0.1:{address.metrics_port}/metrics"
+            try:
+                if metric_sum(url, "shunter_llm_running_sequences", {}) > 0:
+                    return index
+            except httpx.HTTPError:
+                continue
+        time.sleep(0.02)
     raise AssertionError("no worker runs the stream")
 
 
