@@ -8,9 +8,10 @@ temporary model repository; it is stopped (Triton cleanly, clients first) at the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,15 +61,40 @@ def make_paths(root: Path, base_port: int, models: tuple[str, ...] | None = None
     return StackPaths(config_dir=config_dir, state_dir=state_dir)  # the repository under state_dir
 
 
-@pytest.fixture(scope="session")
-def stack(tmp_path_factory: pytest.TempPathFactory, artifacts_dir: Path) -> Iterator[RunningStack]:
-    paths = make_paths(tmp_path_factory.mktemp("stack"), WORKER_BASE_PORT)
-    local = LocalStack(paths, Listen(gateway_port=GATEWAY_PORT, control_port=CONTROL_PORT))
+@contextlib.contextmanager
+def running_stack(paths: StackPaths, gateway_port: int, control_port: int) -> Iterator[RunningStack]:
+    """``shunter up`` on ``paths`` with the gateway and control on these ports, stopped on exit."""
+    local = LocalStack(paths, Listen(gateway_port=gateway_port, control_port=control_port))
     local.start(log=lambda _: None)
     try:
-        yield RunningStack(f"http://127.0.0.1:{GATEWAY_PORT}", paths, worker_addresses(load_config(paths))[0], local)
+        yield RunningStack(f"http://127.0.0.1:{gateway_port}", paths, worker_addresses(load_config(paths))[0], local)
     finally:
         local.stop()
+
+
+def sse_events(client: httpx.Client, body: dict[str, object], headers: dict[str, str] | None = None,
+               on_event: Callable[[int], bool] | None = None) -> list[tuple[str, str]]:
+    """(id, data) of every SSE event of a streamed ``/v1/chat/completions``; ``on_event(n)`` after
+    the n-th event, returning False to drop the connection there."""
+    events: list[tuple[str, str]] = []
+    event_id = ""
+    with client.stream("POST", "/v1/chat/completions", json=body, headers=headers or {}) as response:
+        assert response.status_code == 200, response.read()
+        for line in response.iter_lines():
+            if line.startswith("id: "):
+                event_id = line[4:]
+            elif line.startswith("data: "):
+                events.append((event_id, line[6:]))
+                if on_event is not None and not on_event(len(events)):
+                    break
+    return events
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory, artifacts_dir: Path) -> Iterator[RunningStack]:
+    with running_stack(make_paths(tmp_path_factory.mktemp("stack"), WORKER_BASE_PORT), GATEWAY_PORT,
+                       CONTROL_PORT) as running:
+        yield running
 
 
 def metric_sum(url: str, name: str, labels: dict[str, str]) -> float:

@@ -23,7 +23,7 @@ from control.stack import Listen, LocalStack, free_port, load_config
 from settings.paths import StackPaths
 from settings.tenants import hash_api_key
 from settings.workers import WorkerAddress, worker_addresses
-from tests.integration.conftest import KEYS, make_paths
+from tests.integration.conftest import KEYS, make_paths, sse_events
 from tests.integration.ports import port
 
 pytestmark = pytest.mark.integration
@@ -157,20 +157,9 @@ def test_a_requests_status_is_read_through_either_gateway_only_by_its_tenant(fle
 
 def _chat_events(client: httpx.Client, headers: dict[str, str], stop_after: int | None = None) -> list[tuple[str, str]]:
     """(id, data) of a greedy streamed chat's events, dropping the connection after ``stop_after``."""
-    body = {"model": "chat", "messages": [{"role": "user", "content": "Tell me about lighthouses."}],
-            "max_tokens": 24, "temperature": 0, "stream": True}
-    events: list[tuple[str, str]] = []
-    event_id = ""
-    with client.stream("POST", "/v1/chat/completions", json=body, headers=headers) as response:
-        assert response.status_code == 200, response.read()
-        for line in response.iter_lines():
-            if line.startswith("id: "):
-                event_id = line[4:]
-            elif line.startswith("data: "):
-                events.append((event_id, line[6:]))
-                if stop_after is not None and len(events) >= stop_after:
-                    break
-    return events
+    body: dict[str, object] = {"model": "chat", "messages": [{"role": "user", "content": "Tell me about lighthouses."}],
+                               "max_tokens": 24, "temperature": 0, "stream": True}
+    return sse_events(client, body, headers, None if stop_after is None else lambda n: n < stop_after)
 
 
 def _chat_text(events: list[tuple[str, str]]) -> str:

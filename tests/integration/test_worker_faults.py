@@ -19,9 +19,9 @@ import httpx
 import pytest
 import yaml
 
-from control.stack import Listen, LocalStack, load_config
+from control.stack import load_config
 from settings.workers import worker_addresses
-from tests.integration.conftest import KEYS, RunningStack, make_paths, metric_sum
+from tests.integration.conftest import KEYS, RunningStack, make_paths, metric_sum, running_stack, sse_events
 from tests.integration.ports import port
 
 pytestmark = pytest.mark.integration
@@ -38,12 +38,8 @@ def faults(tmp_path_factory: pytest.TempPathFactory, artifacts_dir: Path) -> Ite
     pools = yaml.safe_load(paths.pools_file.read_text())
     pools["pools"][0]["workers"] = 2
     paths.pools_file.write_text(yaml.safe_dump(pools))
-    local = LocalStack(paths, Listen(gateway_port=GATEWAY_PORT, control_port=CONTROL_PORT))
-    local.start(log=lambda _: None)
-    try:
-        yield RunningStack(f"http://127.0.0.1:{GATEWAY_PORT}", paths, worker_addresses(load_config(paths))[0], local)
-    finally:
-        local.stop()
+    with running_stack(paths, GATEWAY_PORT, CONTROL_PORT) as running:
+        yield running
 
 
 def _until(condition: Callable[[], bool], timeout_s: float, every_s: float = 0.02) -> float | None:
@@ -128,20 +124,9 @@ def _stream(client: httpx.Client, headers: dict[str, str] | None = None,
             on_event: Callable[[int], bool] | None = None, max_tokens: int = MAX_TOKENS) -> list[tuple[str, str]]:
     """(id, data) of every event of a greedy streamed chat; ``on_event(n)`` after the n-th event,
     returning False to drop the connection there."""
-    body = {"model": "chat", "messages": [{"role": "user", "content": QUESTION}], "max_tokens": max_tokens,
-            "temperature": 0, "stream": True}
-    events: list[tuple[str, str]] = []
-    event_id = ""
-    with client.stream("POST", "/v1/chat/completions", json=body, headers=headers or {}) as response:
-        assert response.status_code == 200, response.read()
-        for line in response.iter_lines():
-            if line.startswith("id: "):
-                event_id = line[4:]
-            elif line.startswith("data: "):
-                events.append((event_id, line[6:]))
-                if on_event is not None and not on_event(len(events)):
-                    break
-    return events
+    body: dict[str, object] = {"model": "chat", "messages": [{"role": "user", "content": QUESTION}],
+                               "max_tokens": max_tokens, "temperature": 0, "stream": True}
+    return sse_events(client, body, headers, on_event)
 
 
 def _text(events: list[tuple[str, str]]) -> str:
