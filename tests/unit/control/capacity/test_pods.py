@@ -19,7 +19,8 @@ def _stack() -> StackConfig:
         PoolSpec(name="a10", gpu_type="a10", models=("embed", "vision"), host="triton-a10", discovery="dns"),
         PoolSpec(name="h100", gpu_type="h100", models=("chat",), host="triton-h100", discovery="dns",
                  base_port=9100)),
-        models=(ModelSpec(name="embed", kind="embedding", version=1), ModelSpec(name="vision", kind="vision", version=1),
+        models=(ModelSpec(name="embed", kind="embedding", version=1),
+                ModelSpec(name="vision", kind="vision", version=1),
                 ModelSpec(name="chat", kind="llm", version=1, context_tokens=4096)))
 
 
