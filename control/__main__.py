@@ -16,8 +16,10 @@ import uvicorn
 
 from control.control_plane import ControlPlane
 from control.service import create_control_app
+from settings.access_log import open_access_log
 from settings.base import ConfigError
 from settings.control import load_control_settings
+from settings.observability import load_observability
 from settings.paths import StackPaths
 from settings.stack import load_stack_config
 
@@ -43,7 +45,9 @@ def main(config_dir: Annotated[Path, typer.Option(help="folder with pools.yaml, 
     try:
         plane.bootstrap(paths.artifacts)
         plane.start_analysis()
-        app = create_control_app(config, None, token_file.read_text().strip(), plane)
+        observability = load_observability(paths.observability_file)
+        access_log = open_access_log(observability.access_log, paths.logs / "control.access.jsonl")
+        app = create_control_app(config, None, token_file.read_text().strip(), plane, access_log=access_log)
         uvicorn.run(app, host=host, port=port, log_level="info", lifespan="off")
     finally:
         plane.close()

@@ -17,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from control.access_log import ControlAccessLogMiddleware
 from control.admin_api import ControlApiError, error_response
 from control.admin_api import router as admin_router
 from control.capacity.api import router as capacity_router
@@ -26,6 +27,7 @@ from control.control_plane import ControlPlane
 from control.errors import ControlError
 from control.key_admin import router as key_router
 from control.supervisor import Supervisor
+from settings.access_log import AccessLog
 from settings.stack import StackConfig
 from settings.workers import WorkerAddress
 
@@ -33,11 +35,15 @@ from settings.workers import WorkerAddress
 def create_control_app(config: StackConfig, supervisor: Supervisor | None, admin_token: str,
                        plane: ControlPlane | None = None,
                        gateways: Callable[[], list[dict[str, Any]]] | None = None,
-                       replicas: ReplicaSet | None = None, capacity: CapacityController | None = None) -> FastAPI:
+                       replicas: ReplicaSet | None = None, capacity: CapacityController | None = None,
+                       access_log: AccessLog | None = None) -> FastAPI:
     """The admin app; ``gateways`` lists the gateway processes the local stack runs; ``replicas``
-    and ``capacity`` serve the capacity routes (``control/capacity/api.py``) and ``/metrics``.
+    and ``capacity`` serve the capacity routes (``control/capacity/api.py``) and ``/metrics``;
+    ``access_log`` gets one line per request (``control/access_log.py``).
     Without a ``supervisor`` (Kubernetes mode) the workers listed are the pods the plane's deployer finds."""
     app = FastAPI(title="Shunter control", docs_url=None, redoc_url=None)
+    if access_log is not None:
+        app.add_middleware(ControlAccessLogMiddleware, access_log=access_log)
 
     def require_admin(authorization: Annotated[str, Header()] = "") -> None:
         expected = f"Bearer {admin_token}"
