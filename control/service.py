@@ -15,7 +15,7 @@ import httpx
 from fastapi import Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from control.access_log import ControlAccessLogMiddleware
 from control.admin_api import ControlApiError, error_response
@@ -26,6 +26,7 @@ from control.capacity.replicas import ReplicaSet
 from control.control_plane import ControlPlane
 from control.errors import ControlError
 from control.key_admin import router as key_router
+from control.observability import RolloutCollector, prometheus_targets
 from control.supervisor import Supervisor
 from settings.access_log import AccessLog
 from settings.stack import StackConfig
@@ -69,13 +70,25 @@ def create_control_app(config: StackConfig, supervisor: Supervisor | None, admin
     app.state.replicas, app.state.capacity = replicas, capacity
     app.include_router(capacity_router, dependencies=[Depends(require_admin)])
 
+    rollouts = CollectorRegistry()
+    if plane is not None:
+        rollouts.register(RolloutCollector([m.name for m in config.models], plane.registry.active_rollout))
+
     @app.get("/metrics", include_in_schema=False)
     def metrics() -> Response:
-        """The capacity controller's series (none without a controller), for Prometheus / KEDA."""
-        if capacity is None:
-            return Response(b"", media_type=CONTENT_TYPE_LATEST)
-        capacity.refresh_metrics()
-        return Response(generate_latest(capacity.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+        """The capacity controller's series (with a controller) and the rollouts', for Prometheus / KEDA."""
+        text = generate_latest(rollouts)
+        if capacity is not None:
+            capacity.refresh_metrics()
+            text += generate_latest(capacity.metrics.registry)
+        return Response(text, media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/admin/v1/prometheus/targets", dependencies=[Depends(require_admin)])
+    def targets() -> list[dict[str, object]]:
+        """The Triton workers' metrics endpoints, in Prometheus' HTTP service discovery format."""
+        if supervisor is None:
+            return prometheus_targets(plane.deployer.discover() if plane and plane.deployer.discover else [])
+        return prometheus_targets([worker.address for worker in list(supervisor.workers)])
 
     @app.get("/admin/v1/workers", dependencies=[Depends(require_admin)])
     def workers() -> list[dict[str, Any]]:

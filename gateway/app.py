@@ -158,7 +158,8 @@ def create_app(paths: StackPaths, poll_interval_s: float = 1.0, policy: Policy |
     setup = GatewaySetup(
         config=config, scheduling=scheduling, tenants=load_tenants(paths.tenants_file),
         settings=settings, llm_tokenizers=llm_tokenizers,
-        text_tokenizers=text_tokenizers, metrics=GatewayMetrics(),
+        text_tokenizers=text_tokenizers,
+        metrics=GatewayMetrics(ttft_objectives_s=tuple(slo.ttft_s for slo in scheduling.slo.values())),
         profiles={pool.name: scheduling.profile_of(pool.profile_name) for pool in config.pools},
         capacity=CapacityPlan.build(config, capacity.policy, settings.cold_start_s),
         addresses=tuple(worker_addresses(config, capacity.slots)))
