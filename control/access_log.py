@@ -2,7 +2,8 @@
 
 A pure ASGI middleware: method, route (the route's template, never a client's raw path), status,
 duration and, for a request that raised, the exception's type and where. Never a body, a header
-or the admin token. Scrapes of ``/metrics`` that succeed are not logged (Prometheus would fill it).
+or the admin token. Scrapes of ``/metrics`` and Prometheus' target discovery that succeed are not
+logged (Prometheus would fill the log).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from settings.access_log import AccessLog
 
-_QUIET_PATHS = frozenset({"/metrics"})
+_QUIET_PATHS = frozenset({"/metrics", "/admin/v1/prometheus/targets"})
 
 
 class ControlAccessLogMiddleware:

@@ -45,7 +45,7 @@ def scrape_config(gateway_urls: Sequence[str], control_url: str, admin_token_fil
     gateway_job: dict[str, object] = {"job_name": "shunter-gateway",
                                       "static_configs": [{"targets": [_host_port(u) for u in gateway_urls]}]}
     if metrics_token_file is not None:
-        gateway_job["authorization"] = {"credentials_file": str(metrics_token_file)}
+        gateway_job["authorization"] = {"type": "Bearer", "credentials_file": str(metrics_token_file)}
     return {
         "global": {"scrape_interval": f"{interval_s:g}s", "evaluation_interval": f"{interval_s:g}s"},
         "rule_files": [str(path) for path in rule_files],
@@ -55,7 +55,8 @@ def scrape_config(gateway_urls: Sequence[str], control_url: str, admin_token_fil
             {"job_name": "triton", "http_sd_configs": [{
                 "url": f"{control_url.rstrip('/')}/admin/v1/prometheus/targets",
                 "refresh_interval": f"{max(interval_s, 5.0):g}s",
-                "authorization": {"credentials_file": str(admin_token_file)}}]},
+                # the type spelled out: Prometheus 2.42's HTTP discovery sends the bare token without it
+                "authorization": {"type": "Bearer", "credentials_file": str(admin_token_file)}}]},
         ],
     }
 
