@@ -29,6 +29,7 @@ from cli.observe.render import observe_app
 from cli.ops import ab_app, audit, keys_app, models_app, rollout_app
 from cli.scale import scale_app
 from cli.sim import sim_app
+from cli.top import top
 from scheduling.scheduler import Policy
 from settings.gateway import load_gateway_settings
 from settings.paths import StackPaths, admin_token
@@ -45,6 +46,7 @@ app.add_typer(keys_app, name="keys")
 app.add_typer(scale_app, name="scale")
 app.add_typer(k8s_app, name="k8s")
 app.add_typer(observe_app, name="observe")
+app.command("top")(top)
 app.command("audit")(audit)
 
 ConfigDir = Annotated[Path, typer.Option(help="folder with pools.yaml, models.yaml, tenants.yaml")]
