@@ -39,3 +39,17 @@ def test_every_admin_request_leaves_a_line_and_an_exception_names_where_it_was_r
 def test_access_logs_can_be_turned_off(tmp_path: Path) -> None:
     assert open_access_log(AccessLogSettings(enabled=False), tmp_path / "x.jsonl") is None
     assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_the_log_rotates_past_max_bytes_keeping_backup_count_files(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.access.jsonl"
+    access_log = open_access_log(AccessLogSettings(max_bytes=64 * 1024, backup_count=2), path)
+    assert access_log is not None
+    for i in range(3000):  # ~60 bytes a line: about three files' worth
+        access_log.write({"request_id": f"req_{i:06d}"})
+    access_log.close()
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == ["gateway.access.jsonl", "gateway.access.jsonl.1", "gateway.access.jsonl.2"]
+    assert all(p.stat().st_size <= 64 * 1024 for p in tmp_path.iterdir())
+    newest = [orjson.loads(line)["request_id"] for line in path.read_text().splitlines()]
+    assert newest[-1] == "req_002999"
