@@ -8,29 +8,28 @@ capacity controller starts are scraped too. The rules in ``deploy/observability/
 
 ``LocalPrometheus.start()`` runs Debian's ``prometheus`` binary (``scripts/setup.sh`` installs it)
 on ``127.0.0.1:<port>`` with its data under ``<state_dir>/prometheus``, waits (bounded) for
-``/-/ready``, and ``stop()`` ends that process only.
+``/-/ready`` (``StackStartError`` naming its log otherwise), and ``stop()`` ends that process only.
 """
 
 from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlparse
 
-import httpx
 import yaml
 
 from control.errors import ControlError
+from control.stack import StackStartError, stop_process, wait_http_ok
 from settings.paths import PROJECT_ROOT
 
 RULES_DIR = PROJECT_ROOT / "deploy" / "observability" / "rules"
 
 
 class PrometheusStartError(ControlError, RuntimeError):
-    """``prometheus`` is missing, rejected its configuration or did not get ready; says where its log is."""
+    """``prometheus`` is not installed."""
 
 
 def _host_port(url: str) -> str:
@@ -94,25 +93,12 @@ class LocalPrometheus:
 
     def _wait_ready(self) -> None:
         assert self.process is not None
-        deadline = time.monotonic() + self.ready_timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise PrometheusStartError(f"prometheus exited on port {self.port}; see {self.log_path}")
-            try:
-                if httpx.get(f"{self.url}/-/ready", timeout=1.0).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise PrometheusStartError(f"prometheus was not ready on port {self.port} within "
-                                   f"{self.ready_timeout_s:.0f} s; see {self.log_path}")
+        try:
+            wait_http_ok(f"{self.url}/-/ready", self.ready_timeout_s, self.process, self.log_path)
+        except StackStartError:
+            self.stop()
+            raise
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=5)
+        if self.process is not None:
+            stop_process(self.process, timeout_s=10.0)
