@@ -6,6 +6,10 @@ log of the run holds the request ids but none of the prompts or keys that were s
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -137,3 +141,28 @@ def test_the_access_log_names_each_request_and_holds_no_prompt_or_key(stack: Run
     text = "".join(path.read_text() for path in logs)
     for secret in (SECRET, *KEYS.values(), "sk-wrong-key"):
         assert secret not in text
+
+
+def test_shunter_top_shows_the_stack_in_a_terminal(stack: RunningStack, load: list[int], tmp_path: Path) -> None:
+    """``shunter top`` in a real terminal (tmux): after the traffic, its view names the models, the
+    worker and the tenants; read with capture-pane, ended with Ctrl-C."""
+    if shutil.which("tmux") is None:
+        pytest.fail("tmux is missing (Debian's tmux)")
+    session = f"shunter-top-{PROMETHEUS_PORT}"
+    command = (f"{sys.executable} -m cli.main top --gateway-url {stack.url} --control-url {stack.stack.control_url} "
+               f"--token-file {stack.paths.admin_token_file} --interval 0.5")
+    tmux = ["tmux", "-L", session]
+    subprocess.run([*tmux, "new-session", "-d", "-s", session, "-x", "200", "-y", "60", command],
+                   check=True, timeout=10, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    try:
+        screen = ""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not all(w in screen for w in ("local-cpu-0", "embed", "demo-")):
+            time.sleep(0.5)
+            screen = subprocess.run([*tmux, "capture-pane", "-p", "-t", session], capture_output=True, text=True,
+                                    timeout=10).stdout
+        assert "Models (last interval)" in screen and "local-cpu-0" in screen and "embed" in screen, screen
+        assert "demo-" in screen, screen  # a tenant's tokens
+        subprocess.run([*tmux, "send-keys", "-t", session, "C-c"], check=True, timeout=10)
+    finally:
+        subprocess.run([*tmux, "kill-server"], timeout=10, check=False)
