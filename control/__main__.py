@@ -21,8 +21,10 @@ from control.capacity.cluster import open_cluster_capacity
 from control.control_plane import ControlPlane
 from control.remote_workers import DnsResolver
 from control.service import create_control_app
+from settings.access_log import open_access_log
 from settings.base import ConfigError
 from settings.control import load_control_settings
+from settings.observability import load_observability
 from settings.paths import StackPaths
 from settings.stack import load_stack_config
 
@@ -53,8 +55,10 @@ def main(config_dir: Annotated[Path, typer.Option(help="folder with pools.yaml, 
         plane.start_analysis()
         if capacity is not None:
             capacity.start()
+        observability = load_observability(paths.observability_file)
+        access_log = open_access_log(observability.access_log, paths.logs / "control.access.jsonl")
         app = create_control_app(config, None, token_file.read_text().strip(), plane, replicas=pods,
-                                 capacity=capacity)
+                                 capacity=capacity, access_log=access_log)
         uvicorn.run(app, host=host, port=port, log_level="info", lifespan="off")
     finally:
         if capacity is not None:
