@@ -1,5 +1,6 @@
 """A user's own trace file, read and checked: Shunter's format, the Azure LLM inference trace, Mooncake's.
 
+``load_items(trace)`` is what ``shunter sim --trace`` reads: a shipped trace's name or a file.
 ``read_trace(path, fmt=None)`` returns ``TraceRecord``s in arrival order, times from the first
 arrival. The format is detected from the file (the CSV header, or the first JSON object's keys)
 unless ``fmt`` names it:
@@ -28,7 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from simulator.workloads import TraceItem, _seconds
+from simulator.workloads import AZURE, DEFAULT_TRACES_DIR, TraceItem, _seconds, load_azure
 
 TraceFormat = Literal["shunter", "azure", "mooncake"]
 FORMATS: tuple[TraceFormat, ...] = ("shunter", "azure", "mooncake")
@@ -182,3 +183,10 @@ def _reason(exc: Exception) -> str:
     if isinstance(exc, KeyError):
         return f"column {exc.args[0]!r} is missing or empty"
     return str(exc)
+
+
+def load_items(trace: str, traces_dir: Path = DEFAULT_TRACES_DIR) -> list[TraceItem]:
+    """The workload of ``trace``: a shipped Azure trace by name (``conv``, ``code``) or a trace file."""
+    if trace in AZURE:
+        return load_azure(trace, traces_dir)
+    return [record.item for record in read_trace(Path(trace))]
