@@ -29,6 +29,7 @@ console = Console()
 
 Out = Annotated[Path, typer.Option(help="folder for the JSON, Markdown and PNG results")]
 Traces = Annotated[Path, typer.Option(help="folder with the traces (default: the repository's data/traces)")]
+MIN_TRACE_REQUESTS = 50
 
 
 def _check_trace(trace: str) -> str:
@@ -39,9 +40,13 @@ def _check_trace(trace: str) -> str:
     if trace in AZURE:
         return trace
     try:
-        read_trace(Path(trace))
+        records = read_trace(Path(trace))
     except TraceFormatError as exc:
         raise typer.BadParameter(str(exc)) from exc
+    if len(records) < MIN_TRACE_REQUESTS or records[-1].arrival_s <= 0:
+        raise typer.BadParameter(f"{trace}: {len(records)} requests over {records[-1].arrival_s:.1f} s is too "
+                                 "short: the experiments scale a trace against the pool's measured capacity, which "
+                                 f"needs at least {MIN_TRACE_REQUESTS} requests over some time")
     return trace
 
 
