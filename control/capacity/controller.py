@@ -23,7 +23,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -69,11 +69,13 @@ class CapacityController:
 
     def __init__(self, settings: CapacitySettings, stack: StackConfig, replicas: ReplicaSource,
                  gateway_urls: Sequence[str] | Callable[[], Sequence[str]], registry: Registry,
-                 replica_settings: ReplicaSettings, clock: Callable[[], float] = time.time) -> None:
+                 replica_settings: ReplicaSettings, clock: Callable[[], float] = time.time,
+                 metrics_headers: Mapping[str, str] | None = None) -> None:
         self.config: AutoscalingConfig = settings.policy
         self.slots = settings.slots
         self.stack, self.replicas, self.registry = stack, replicas, registry
         self._gateway_urls = gateway_urls
+        self._metrics_headers = dict(metrics_headers or {})  # the gateways' /metrics token, when they need one
         self._settings, self._clock = replica_settings, clock
         self.state = ControllerState()
         self.metrics = CapacityMetrics()
@@ -135,7 +137,7 @@ class CapacityController:
     def _scrape(self, now: float) -> Reading | None:
         reading, errors = Reading(now), []
         gateway_urls = self.gateway_urls
-        with httpx.Client(timeout=self._settings.gateway_timeout_s) as client:
+        with httpx.Client(timeout=self._settings.gateway_timeout_s, headers=self._metrics_headers) as client:
             for url in gateway_urls:
                 try:
                     response = client.get(f"{url.rstrip('/')}/metrics")
