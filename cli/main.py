@@ -28,6 +28,7 @@ from cli.kubernetes import k8s_app
 from cli.ops import ab_app, audit, keys_app, models_app, rollout_app
 from cli.scale import scale_app
 from cli.sim import sim_app
+from cli.tokens import tokens_app
 from scheduling.scheduler import Policy
 from settings.gateway import load_gateway_settings
 from settings.paths import StackPaths, admin_token
@@ -41,6 +42,7 @@ app.add_typer(models_app, name="models")
 app.add_typer(rollout_app, name="rollout")
 app.add_typer(ab_app, name="ab")
 app.add_typer(keys_app, name="keys")
+app.add_typer(tokens_app, name="tokens")
 app.add_typer(scale_app, name="scale")
 app.add_typer(k8s_app, name="k8s")
 app.command("audit")(audit)

@@ -1,11 +1,12 @@
 """The control plane's admin API: registry, routing, rollouts and the audit log over HTTP.
 
-Authenticated with the admin bearer token (``service.py``); the acting user is the
-``X-Shunter-Actor`` header (recorded in the audit log). Errors leave as
+Authenticated and authorised per route by ``control/operator_auth.py`` (bearer tokens with
+roles); the audit log's actor is the authenticated token's name. Errors leave as
 ``{"error": {"message", "type", "code"}}`` with the status mapped in ``error_status``, one place:
-validation 422, unknown 404, conflicts 409, an artifact that fails its integrity check 422 with the
-integrity code (``digest_mismatch``, ``untrusted_key``, …), a gateway that did not confirm 504,
-any other ``ControlError`` 500.
+401 unauthenticated, 403 forbidden (with ``required_role``), validation 422, unknown 404,
+conflicts 409, an artifact that fails its integrity check 422 with the integrity code
+(``digest_mismatch``, ``untrusted_key``, …), a gateway that did not confirm 504, any other
+``ControlError`` 500.
 The rollout endpoints block until the action is done (loads, warmup, drains), bounded by
 ``control.yaml``'s timeouts. ``GET /admin/v1/routing`` is what gateways poll.
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,6 +28,7 @@ from control.errors import ControlError
 from control.gateway_probe import GatewayProbeError
 from control.housekeeping import HousekeepingError, delete_unserved, prune
 from control.integrity import IntegrityError
+from control.operator_auth import AccessError, Actor
 from control.registry import (
     AliasRecord,
     RegistryConflictError,
@@ -42,7 +44,6 @@ from settings.stack import ConfigError
 from settings.tenants import load_tenants
 
 router = APIRouter(prefix="/admin/v1")
-Actor = Annotated[str, Header(alias="X-Shunter-Actor", max_length=200)]
 
 
 class _Body(BaseModel):
@@ -89,13 +90,17 @@ def error_response(exc: ControlError) -> JSONResponse:
     """The error body of ``exc``, with the status ``error_status`` maps it to."""
     status, code = error_status(exc)
     kind = "invalid_request_error" if status < 500 else "server_error"
-    return JSONResponse({"error": {"message": str(exc), "type": kind, "code": code}}, status_code=status)
+    error: dict[str, Any] = {"message": str(exc), "type": kind, "code": code}
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    if isinstance(exc, AccessError) and exc.required_role is not None:
+        error["required_role"] = exc.required_role.value
+    return JSONResponse({"error": error}, status_code=status, headers=headers)
 
 
 def error_status(exc: ControlError) -> tuple[int, str]:
     """The one mapping of the control plane's errors (``control/errors.py``) to (HTTP status, code)."""
     match exc:
-        case ControlApiError() | RolloutError() | HousekeepingError() | CapacityError():
+        case ControlApiError() | RolloutError() | HousekeepingError() | CapacityError() | AccessError():
             return exc.status, exc.code
         case IntegrityError() | DeployError():
             return 422, exc.code

@@ -29,6 +29,7 @@ callers that catch it still do. The admin API maps the tree to HTTP statuses in 
     ├── ExportVerificationError      assets/efficientnet_lite.py [RuntimeError]: the ONNX export disagrees
     ├── CapacityError                capacity/controller.py: a capacity change is refused (``status``, ``code``)
     ├── HousekeepingError            housekeeping.py: a deletion would lose what is still needed (``code``, ``status``)
+    ├── AccessError                  operator_auth.py: no valid token (401) or too low a role (403) (``code``)
     └── ControlApiError              admin_api.py: the admin API refuses a request (``status``, ``code``)
 """
 

@@ -21,6 +21,7 @@ from control.registry import convert
 from control.registry import queries as q
 from control.registry.database import create_registry_engine, upgrade_to_head, writer
 from control.registry.errors import RegistryConflictError, RegistryNotFoundError, RegistryValidationError
+from control.registry.operator_tokens import OperatorTokens
 from control.registry.records import (
     ROLLOUT_KINDS,
     AliasRecord,
@@ -38,8 +39,9 @@ from control.registry.records import (
 from control.registry.schema import AliasRow, AuditRow, DeploymentRow, ModelRow, RolloutRow, VersionRow
 
 
-class Registry:
-    """The control plane's model registry over one SQLAlchemy URL (SQLite file or PostgreSQL)."""
+class Registry(OperatorTokens):
+    """The control plane's model registry over one SQLAlchemy URL (SQLite file or PostgreSQL);
+    operator tokens' methods come from ``OperatorTokens``."""
 
     def __init__(self, url: str, clock: Callable[[], float] = time.time) -> None:
         """Connect lazily to ``url``; call ``migrate()`` (or use ``Registry.open``) before use."""

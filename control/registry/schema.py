@@ -120,3 +120,15 @@ class AuditRow(Base):
     subject: Mapped[str] = mapped_column(NAME)
     reason: Mapped[str] = mapped_column(Text)
     details: Mapped[dict[str, Any]]
+
+
+class OperatorTokenRow(Base):
+    """One operator's admin token: only the SHA-256 of the token is stored, never the token."""
+
+    __tablename__ = "operator_tokens"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    role: Mapped[str] = mapped_column(String(16))
+    token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[float]
+    created_by: Mapped[str] = mapped_column(NAME)

@@ -96,7 +96,7 @@ def control_stack(tmp_path_factory: pytest.TempPathFactory, artifacts_dir: Path,
         local = LocalStack(paths, Listen(gateway_port=GATEWAY_PORT, control_port=CONTROL_PORT))
         local.start(log=lambda _: None)
         admin = httpx.Client(base_url=local.control_url, timeout=600.0,
-                             headers={"Authorization": f"Bearer {admin_token(paths)}", "X-Shunter-Actor": "test"})
+                             headers={"Authorization": f"Bearer {admin_token(paths)}"})
         try:
             yield ControlStack(local, s3, store, paths.state_dir / "keys" / "local-build.key", admin,
                                local.gateway_url)
@@ -234,7 +234,7 @@ def test_a_key_trusted_through_the_api_signs_at_once_and_every_key_change_and_re
     assert own.status_code == 409 and own.json()["error"]["code"] == "key_in_use"
     entries = admin.get("/admin/v1/audit", params={"limit": 50}).json()
     actions = [(e["action"], e["subject"], e["actor"]) for e in entries]
-    assert ("key.trust", "key:newcomer", "test") in actions and ("key.untrust", "key:newcomer", "test") in actions
+    assert ("key.trust", "key:newcomer", "admin") in actions and ("key.untrust", "key:newcomer", "admin") in actions
     assert any(e["action"] == "version.refused" and e["details"]["code"] == "untrusted_key"
                and e["details"]["version"] == 9 for e in entries)
     for path in ("/admin/v1/rollouts/embedd", "/admin/v1/models/embedd/versions"):
