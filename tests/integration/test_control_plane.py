@@ -121,9 +121,10 @@ def _wait_for(read: Callable[[], dict[str, Any]], done: Callable[[dict[str, Any]
     return value
 
 
-def _embed_many(url: str, texts: list[str], concurrency: int = 16) -> list[tuple[int, str]]:
+def _embed_many(url: str, texts: list[str], concurrency: int = 16,
+                errors: list[str] | None = None) -> list[tuple[int, str]]:
     """(status, serving version, or the error code of a failure) of one embeddings request per text,
-    ``concurrency`` at a time."""
+    ``concurrency`` at a time; the error messages of failed requests go into ``errors`` if given."""
     async def run() -> list[tuple[int, str]]:
         limit = asyncio.Semaphore(concurrency)
         async with httpx.AsyncClient(base_url=url, timeout=60.0,
@@ -132,6 +133,8 @@ def _embed_many(url: str, texts: list[str], concurrency: int = 16) -> list[tuple
                 async with limit:
                     response = await client.post("/v1/embeddings", json={"model": "embed", "input": [text]})
                     version = response.headers.get("x-shunter-model-version")
+                    if errors is not None and response.status_code != 200:
+                        errors.append(response.json().get("error", {}).get("message", ""))
                     if version is None and response.status_code != 200:  # failed before a version served it
                         return response.status_code, response.json().get("error", {}).get("code", "")
                     return response.status_code, version or ""
@@ -169,16 +172,18 @@ def test_a_faulty_canary_is_rolled_back_automatically(control_stack: ControlStac
     started = control_stack.admin.post("/admin/v1/rollouts/embed/canary", json={"to": 3, "percent": 10})
     assert started.status_code == 200, started.text
     results: list[tuple[int, str]] = []
+    errors: list[str] = []
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and control_stack.status("embed")["alias"]["weights"].get("3", 0) > 0:
         texts = [f"request {len(results) + i} {'about a ' + POISON if i % 3 == 0 else 'plain'}" for i in range(200)]
-        results.extend(_embed_many(control_stack.gateway_url, texts))
+        results.extend(_embed_many(control_stack.gateway_url, texts, errors=errors))
     status = _wait_for(lambda: control_stack.status("embed"), lambda s: s["rollout"]["status"] != "running", 60)
     assert status["alias"]["weights"] == {"2": 100.0}, status
     assert status["rollout"]["status"] == "rolled_back"
     baseline = [s for s, v in results if v == "2"]
     assert baseline and all(s == 200 for s in baseline)
     assert any(s >= 500 for s, v in results if v == "3")
+    assert errors and all(message == "worker failed serving model embed v3" for message in errors), set(errors)
     audit = control_stack.admin.get("/admin/v1/audit", params={"subject": "embed"}).json()
     decision = next(e for e in audit if e["action"] == "rollout.rollback")
     assert decision["actor"] == "canary-analysis"
