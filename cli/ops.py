@@ -91,12 +91,13 @@ def _client(state_dir: Path, control_url: str) -> AdminClient:
 
 
 def _error_code(exc: Exception) -> str:
+    from control.artifact_layout import ArtifactLayoutError
     from control.artifacts import ArtifactExistsError, ArtifactStoreError
     from control.integrity import IntegrityError
 
     if isinstance(exc, AdminApiError):
         return f"{exc.code}, HTTP {exc.status}" if exc.status else exc.code
-    if isinstance(exc, IntegrityError):
+    if isinstance(exc, IntegrityError | ArtifactLayoutError):
         return exc.code
     if isinstance(exc, ArtifactStoreError):
         return "artifact_exists" if isinstance(exc, ArtifactExistsError) else "artifact_store"
@@ -145,10 +146,12 @@ def parse_variants(text: str) -> dict[int, int]:
 
 
 def _requirements(paths: StackPaths, name: str, kind: WorkloadKind | None, min_gpu_memory_gb: float,
-                  quantization: str | None) -> dict[str, Any]:
+                  quantization: str | None, directory: Path) -> dict[str, Any]:
     """What the version needs to run (``control.requirements``), from the stack config. Control
     registers versions of configured models only, so an unknown name is an error that lists the
-    configured ones; ``--kind`` must agree with the configured kind."""
+    configured ones; ``--kind`` must agree with the configured kind, and DIRECTORY's files must
+    fit the kind's layout (``control.artifact_layout``)."""
+    from control.artifact_layout import artifact_files, check_layout
     from control.requirements import runtime_requirements
 
     config = load_stack_config(paths.pools_file, paths.models_file)
@@ -160,6 +163,7 @@ def _requirements(paths: StackPaths, name: str, kind: WorkloadKind | None, min_g
     if kind is not None and kind is not spec.kind:
         raise typer.BadParameter(f"{name} is a {spec.kind.value} model in {paths.models_file}, not {kind.value}",
                                  param_hint="--kind")
+    check_layout(spec, artifact_files(directory))
     requirements = runtime_requirements(config, name, None, min_gpu_memory_gb, quantization)
     return {**asdict(requirements), "gpu_types": list(requirements.gpu_types)}
 
@@ -210,7 +214,8 @@ def push(
     state_dir: StateDir = StackPaths.state_dir,
     config_dir: ConfigDir = StackPaths.config_dir,
 ) -> None:
-    """Sign a copy of DIRECTORY, upload it and register the version. DIRECTORY is not written to;
+    """Check DIRECTORY against the kind's artifact layout, sign a copy, upload it and register the
+    version. DIRECTORY is not written to;
     a push that control refuses (an untrusted key, a bad manifest) leaves nothing stored."""
     from control.artifacts import open_store
     from control.integrity import load_private_key
@@ -219,7 +224,7 @@ def push(
     paths = _paths(config_dir, state_dir)
     with operator_errors():
         settings = load_control_settings(paths.control_file, paths.state_dir)
-        requirements = _requirements(paths, name, kind, min_gpu_memory_gb, quantization)
+        requirements = _requirements(paths, name, kind, min_gpu_memory_gb, quantization, directory)
         artifact_store = open_store(store or settings.artifact_store)
         with _client(paths.state_dir, control_url) as client:
             _check_version_is_free(client, artifact_store, name, version, reuse_upload)

@@ -20,6 +20,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from control.artifact_layout import ArtifactLayoutError, check_layout
 from control.artifacts import ArtifactStoreError
 from control.capacity.controller import CapacityError
 from control.control_plane import ControlPlane
@@ -102,7 +103,7 @@ def error_status(exc: ControlError) -> tuple[int, str]:
     match exc:
         case ControlApiError() | RolloutError() | HousekeepingError() | CapacityError() | AccessError():
             return exc.status, exc.code
-        case IntegrityError() | DeployError():
+        case IntegrityError() | DeployError() | ArtifactLayoutError():
             return 422, exc.code
         case RegistryNotFoundError():
             return 404, "not_found"
@@ -185,15 +186,18 @@ def models(request: Request) -> list[dict[str, Any]]:
 @router.post("/models/{model}/versions", status_code=201)
 def register_version(model: str, body: RegisterBody, request: Request, actor: Actor) -> dict[str, Any]:
     """Download the artifact and verify its signed manifest into its verified copy (which staging
-    reuses), then register the version."""
+    reuses), check its files against the kind's layout (``control/artifact_layout.py``), then
+    register the version. A refusal is audited (``version.refused`` with its code)."""
     plane = _plane(request)
-    if plane.config.model(known_model(plane, model)) is None:
+    spec = plane.config.model(known_model(plane, model))
+    if spec is None:
         raise ControlApiError(404, "model_not_configured", f"model {model} is not served by this stack")
     if plane.registry.version(model, body.version) is not None:
         raise ControlApiError(409, "version_exists", f"{model} version {body.version} is already registered")
     try:
         verified = plane.deployer.copies.fetch(body.artifact_uri, model, body.version)
-    except IntegrityError as exc:
+        check_layout(spec, verified.manifest.files)
+    except (IntegrityError, ArtifactLayoutError) as exc:
         plane.registry.audit(actor, "version.refused", model, body.reason,
                              {"version": body.version, "code": exc.code, "message": str(exc)})
         raise

@@ -13,6 +13,7 @@ callers that catch it still do. The admin API maps the tree to HTTP statuses in 
     │   ├── ArtifactExistsError      the version is already stored; versions are immutable
     │   └── ArtifactNotFoundError    nothing is stored under the URI or version
     ├── IntegrityError               integrity.py: an artifact or key failed a check (``code``)
+    ├── ArtifactLayoutError          artifact_layout.py [ValueError]: an artifact's files do not fit its kind
     ├── RegistryError                registry/errors.py: the registry refused a call
     │   ├── RegistryConflictError    the change collides with what is stored
     │   ├── RegistryNotFoundError    the model, version or rollout named is not registered

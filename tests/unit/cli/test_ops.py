@@ -359,14 +359,15 @@ def test_models_push_signs_a_copy_uploads_registers_and_a_refused_push_leaves_no
     runner = CliRunner()
     assert runner.invoke(app, ["keys", "generate", "local-build", *where[:4]]).exit_code == 0
     artifact = tmp_path / "artifact"
-    (artifact / "1").mkdir(parents=True)
-    (artifact / "1" / "model.onnx").write_bytes(b"\x00" * 4096)
+    artifact.mkdir()
+    (artifact / "model.onnx").write_bytes(b"\x00" * 4096)
+    (artifact / "tokenizer.json").write_text("{}")
     push = ["models", "push", str(artifact), "--name", "embed", *where]
     result = runner.invoke(app, [*push, "--version", "7", "--reason", "new weights"],
                            env={TOKEN_ENV: "shunter_ana"})
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in artifact.rglob("*")) == ["1", "model.onnx"]  # the folder is not written to
-    assert (state / "store" / "embed" / "7" / "1" / "model.onnx").is_file()
+    assert sorted(p.name for p in artifact.rglob("*")) == ["model.onnx", "tokenizer.json"]  # not written to
+    assert (state / "store" / "embed" / "7" / "model.onnx").is_file()
     assert (state / "store" / "embed" / "7" / "shunter-manifest.json").is_file()
     sent = control.requests[-1]
     assert sent["path"] == "/admin/v1/models/embed/versions"
@@ -395,3 +396,21 @@ def test_models_push_of_an_unknown_model_lists_the_configured_ones(control: Fake
                                       str(_config_dir(tmp_path)), "--control-url", control.url])
     assert result.exit_code == 2 and "embedd" in result.output and "known models" in result.output
     assert "embed" in result.output.replace("embedd", "")
+
+
+def test_models_push_of_a_folder_that_does_not_fit_the_kind_names_the_files_and_calls_nothing(
+        control: FakeControl, tmp_path: Path) -> None:
+    artifact = tmp_path / "artifact"
+    (artifact / "1").mkdir(parents=True)
+    (artifact / "1" / "model.onnx").write_bytes(b"\x00" * 16)
+    (artifact / "README.md").write_text("notes")
+    (artifact / ".git").mkdir()  # hidden entries are not part of the artifact
+    calls = len(control.requests)
+    result = CliRunner().invoke(app, ["models", "push", str(artifact), "--name", "embed", "--version", "1",
+                                      "--state-dir", str(tmp_path / "state"), "--config-dir",
+                                      str(_config_dir(tmp_path)), "--control-url", control.url])
+    assert result.exit_code == 1 and "(bad_layout)" in result.output, result.output
+    assert "missing model.onnx, tokenizer.json" in result.output
+    assert "unexpected 1/model.onnx, README.md" in result.output
+    assert "model.onnx + tokenizer.json" in result.output
+    assert len(control.requests) == calls and not (tmp_path / "state" / "store").exists()
