@@ -13,11 +13,16 @@ Errors::
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any, Literal
 from urllib.parse import quote
 
-import httpx
+# httpx imports its own command-line client (click, rich.syntax, pygments: about 80 ms) whenever
+# click is installed, which typer makes it; the CLI never runs it. A None entry makes that import
+# fail, and httpx then defines a stub instead (its documented fallback when the extras are missing).
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+import httpx  # noqa: E402
 
 DEFAULT_CONTROL_URL = "http://127.0.0.1:8081"
 DEFAULT_TIMEOUT_S = 30.0

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
 from cli.admin_client import DEFAULT_CONTROL_URL, ROLLOUT_ACTIONS, AdminApiError, AdminClient
 from cli.tables import (
@@ -38,9 +37,8 @@ from cli.tables import (
     version_table,
 )
 from control.errors import ControlError
-from settings.control import load_control_settings
+from settings.kinds import WorkloadKind
 from settings.paths import StackPaths, admin_token
-from settings.stack import ConfigError, WorkloadKind, load_stack_config
 
 if TYPE_CHECKING:
     from control.artifacts import ArtifactStore
@@ -94,6 +92,7 @@ def _error_code(exc: Exception) -> str:
     from control.artifact_layout import ArtifactLayoutError
     from control.artifacts import ArtifactExistsError, ArtifactStoreError
     from control.integrity import IntegrityError
+    from settings.base import ConfigError
 
     if isinstance(exc, AdminApiError):
         return f"{exc.code}, HTTP {exc.status}" if exc.status else exc.code
@@ -153,6 +152,7 @@ def _requirements(paths: StackPaths, name: str, kind: WorkloadKind | None, min_g
     fit the kind's layout (``control.artifact_layout``)."""
     from control.artifact_layout import artifact_files, check_layout
     from control.requirements import runtime_requirements
+    from settings.stack import load_stack_config
 
     config = load_stack_config(paths.pools_file, paths.models_file)
     spec = config.model(name)
@@ -184,6 +184,8 @@ def _check_version_is_free(client: AdminClient, store: ArtifactStore, name: str,
 
 def _upload(store: ArtifactStore, directory: Path, name: str, version: int, reuse: bool) -> str:
     """Upload with a progress bar (bytes, MB/s); the stored copy's URI if ``reuse`` and it exists."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
     if reuse and store.exists(name, version):
         console.print(f"{name} v{version} is already stored: registering that copy (control verifies it)")
         return store.uri_for(name, version)
@@ -220,6 +222,7 @@ def push(
     from control.artifacts import open_store
     from control.integrity import load_private_key
     from control.signed_copy import signed_copy
+    from settings.control import load_control_settings
 
     paths = _paths(config_dir, state_dir)
     with operator_errors():
