@@ -89,13 +89,13 @@ def _client(state_dir: Path, control_url: str) -> AdminClient:
 
 
 def _error_code(exc: Exception) -> str:
+    if isinstance(exc, AdminApiError):  # the common case, answered before the imports below
+        return f"{exc.code}, HTTP {exc.status}" if exc.status else exc.code
     from control.artifact_layout import ArtifactLayoutError
     from control.artifacts import ArtifactExistsError, ArtifactStoreError
     from control.integrity import IntegrityError
     from settings.base import ConfigError
 
-    if isinstance(exc, AdminApiError):
-        return f"{exc.code}, HTTP {exc.status}" if exc.status else exc.code
     if isinstance(exc, IntegrityError | ArtifactLayoutError):
         return exc.code
     if isinstance(exc, ArtifactStoreError):
