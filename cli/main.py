@@ -36,6 +36,8 @@ class ShunterGroup(LazyGroup):
         "audit": LazyCommand("cli.ops:audit", "The control plane's audit log, newest first."),
         "k8s": LazyCommand("cli.kubernetes:k8s_app", "Kubernetes manifests (deploy/kubernetes)."),
         "keys": LazyCommand("cli.ops:keys_app", "ed25519 keys that sign artifacts."),
+        "observe": LazyCommand("cli.observe.render:observe_app", "Prometheus rules and Grafana dashboards "
+                                                                 "(docs/observability.md)."),
         "models": LazyCommand("cli.ops:models_app", "Model versions in the registry: push signed artifacts, "
                                                     "list them."),
         "rollout": LazyCommand("cli.ops:rollout_app", "Canary rollouts: start, promote, pause, resume, roll back, "
@@ -43,6 +45,8 @@ class ShunterGroup(LazyGroup):
         "scale": LazyCommand("cli.scale:scale_app", "Capacity: replicas per pool and model, their bounds and "
                                                     "overrides."),
         "sim": LazyCommand("cli.sim:sim_app", "Trace-driven simulator of GPU pools driving the scheduling core."),
+        "top": LazyCommand("cli.top:top", "A live view of models, queues, tenants, workers, replicas and rollouts "
+                                          "(Ctrl-C to leave)."),
         "tokens": LazyCommand("cli.tokens:tokens_app", "Operator tokens for the admin API, with roles (admin "
                                                        "only)."),
     }
@@ -83,8 +87,12 @@ def up(
     gateways: Annotated[int, typer.Option(min=1, max=64, help="gateway processes on the gateway port; more "
                                                               "than one needs a shared state store "
                                                               "(gateway.yaml)")] = 1,
+    observe: Annotated[bool, typer.Option(help="also start a Prometheus on the loopback that scrapes the stack "
+                                               "and evaluates deploy/observability/rules")] = False,
+    prometheus_port: Annotated[int, typer.Option(help="the local Prometheus' port (with --observe)")] = 9095,
 ) -> None:
     """Start Triton workers, the control service and the gateway; stop on Ctrl-C."""
+    from control.prometheus import LocalPrometheus
     from control.stack import Listen, LocalStack
     from settings.gateway import load_gateway_settings
 
@@ -98,8 +106,16 @@ def up(
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    prometheus = LocalPrometheus(prometheus_port, paths.state_dir) if observe else None
     with console.status("starting Triton workers, control and gateway…"):
         stack.start(log=console.print)
+    if prometheus is not None:
+        try:
+            prometheus.start(stack_scrape_config(stack))
+        except BaseException:
+            stack.stop()
+            raise
+        console.print(f"Prometheus {prometheus.url} scrapes the stack (rules: deploy/observability/rules)")
     console.print(f"[bold green]Shunter is up[/]: gateway http://{host}:{port}/v1 "
                   f"(OpenAI) and http://{host}:{port}/v2 (KServe v2); "
                   f"control http://127.0.0.1:{control_port}/admin/v1; logs in {paths.logs}")
@@ -112,8 +128,21 @@ def up(
                 break
     finally:
         with console.status("stopping…"):
+            if prometheus is not None:
+                prometheus.stop()
             stack.stop()
         console.print("stopped")
+
+
+def stack_scrape_config(stack: Any) -> dict[str, object]:
+    """The local Prometheus' configuration for a started ``LocalStack``."""
+    from control.prometheus import scrape_config
+    from settings.gateway import load_gateway_settings
+
+    settings = load_gateway_settings(stack.paths.gateway_file)
+    token = settings.metrics_token_file
+    return scrape_config(stack.metrics_urls(), stack.control_url, stack.paths.admin_token_file,
+                         None if token is None else stack.paths.config_dir / token)
 
 
 def _admin_get(control_url: str, path: str, token: str) -> list[dict[str, Any]]:
