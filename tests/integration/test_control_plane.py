@@ -26,6 +26,7 @@ import yaml
 from typer.testing import CliRunner
 
 from cli.main import app as cli_app
+from cli.ops import TOKEN_ENV
 from control.artifacts import S3ArtifactStore
 from control.integrity import generate_keypair, load_private_key, write_signed_manifest
 from control.stack import Listen, LocalStack
@@ -304,8 +305,8 @@ def _loaded_engine_threads(model: str) -> str:
     return str(response.json()["parameters"]["n_threads"]["string_value"])
 
 
-def _shunter(*args: str) -> str:
-    result = CliRunner().invoke(cli_app, list(args), catch_exceptions=False)
+def _shunter(*args: str, token: str = "") -> str:
+    result = CliRunner().invoke(cli_app, list(args), catch_exceptions=False, env={TOKEN_ENV: token})
     assert result.exit_code == 0, result.output
     return result.output
 
@@ -325,11 +326,15 @@ def test_the_shunter_cli_pushes_rolls_out_reports_and_rolls_back(control_stack: 
     assert {v for _, v in results} == {"2", "7"}
     status = _shunter("rollout", "status", "embed", *where)
     assert "canary" in status and "running" in status
-    _shunter("rollout", "rollback", "embed", "--reason", "cli test done", *where)
+    ana = json.loads(_shunter("tokens", "create", "ana", "--role", "operator", "--json", *where))["token"]
+    _shunter("rollout", "rollback", "embed", "--reason", "cli test done", *where, token=ana)
     assert control_stack.status("embed")["alias"]["weights"] == {"2": 100.0}
-    assert "Audit log" in _shunter("audit", "--model", "embed", *where)
+    assert "Audit log" in _shunter("audit", "--model", "embed", *where, token=ana)
     newest = control_stack.admin.get("/admin/v1/audit", params={"subject": "embed", "limit": 20}).json()
-    assert any(e["action"] == "rollout.rollback" and e["reason"] == "cli test done" for e in newest)
+    assert any(e["action"] == "rollout.rollback" and e["reason"] == "cli test done" and e["actor"] == "ana"
+               for e in newest)  # the authenticated operator, not a declared name
+    pruned = json.loads(_shunter("models", "prune", "--dry-run", "--json", *where, token=ana))
+    assert ("embed", 3) in {(f["model"], f["version"]) for f in pruned["freed"]}  # the failed v3 would go
 
     generate_keypair(tmp_path / "stranger.key", tmp_path / "stranger.pub")
     refused = CliRunner().invoke(cli_app, ["models", "push", str(artifact), "--name", "embed", "--version", "8",
