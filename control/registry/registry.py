@@ -23,6 +23,7 @@ from control.registry import queries as q
 from control.registry.capacity import CapacitySettingsStore
 from control.registry.database import create_registry_engine, upgrade_to_head, writer
 from control.registry.errors import RegistryConflictError, RegistryNotFoundError, RegistryValidationError
+from control.registry.operator_tokens import OperatorTokens
 from control.registry.records import (
     ROLLOUT_KINDS,
     AliasRecord,
@@ -40,8 +41,10 @@ from control.registry.records import (
 from control.registry.schema import AliasRow, AuditRow, DeploymentRow, ModelRow, RolloutRow, VersionRow
 
 
-class Registry(CapacitySettingsStore):
-    """The control plane's model registry over one SQLAlchemy URL (SQLite file or PostgreSQL)."""
+class Registry(CapacitySettingsStore, OperatorTokens):
+    """The control plane's model registry over one SQLAlchemy URL (SQLite file or PostgreSQL);
+    capacity settings' and operator tokens' methods come from ``CapacitySettingsStore`` and
+    ``OperatorTokens``."""
 
     def __init__(self, url: str, clock: Callable[[], float] = time.time) -> None:
         """Connect lazily to ``url``; call ``migrate()`` (or use ``Registry.open``) before use."""

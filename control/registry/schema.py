@@ -147,3 +147,15 @@ class CapacityOverrideRow(Base):
     reason: Mapped[str] = mapped_column(Text)
     actor: Mapped[str] = mapped_column(NAME)
     created_at: Mapped[float]
+
+
+class OperatorTokenRow(Base):
+    """One operator's admin token: only the SHA-256 of the token is stored, never the token."""
+
+    __tablename__ = "operator_tokens"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    role: Mapped[str] = mapped_column(String(16))
+    token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[float]
+    created_by: Mapped[str] = mapped_column(NAME)

@@ -83,7 +83,7 @@ def test_admin_routes_map_refusals_and_serve_the_replicas_document(controller: C
     app = create_control_app(_stack(), controller.replicas._supervisor, TOKEN, None, None,
                              controller.replicas, controller)
     client = TestClient(app)
-    auth = {"Authorization": f"Bearer {TOKEN}", "X-Shunter-Actor": "carol"}
+    auth = {"Authorization": f"Bearer {TOKEN}"}
     assert client.get("/admin/capacity/replicas").status_code == 401
     document = client.get("/admin/capacity/replicas", headers=auth).json()
     assert {(r["name"], r["state"]) for r in document["replicas"]} == {("local-cpu-0", "ready"),

@@ -31,8 +31,8 @@ def test_migrate_creates_the_folder_and_every_table(db_url: str) -> None:
     try:
         tables = set(inspect(engine).get_table_names())
         assert {"models", "model_versions", "aliases", "deployments", "rollouts", "audit_log",
-                "capacity_bounds", "capacity_overrides"} <= tables
-        assert current_revision(engine) == "0002"
+                "capacity_bounds", "capacity_overrides", "operator_tokens"} <= tables
+        assert current_revision(engine) == "0003"
     finally:
         engine.dispose()
 
