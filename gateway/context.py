@@ -154,7 +154,7 @@ class RequestContextMiddleware:
             return
         context = RequestContext(new_request_id(), user=end_user(scope))
         scope.setdefault("state", {})[_SCOPE_KEY] = context
-        if not tracing.enabled():
+        if not tracing.enabled() or scope["path"] in _UNOBSERVED_PATHS:  # scrapes and probes: no traces
             await self._serve(scope, receive, send, context, None)
             return
         with tracing.server_span(str(scope.get("method", "")), scope.get("headers", [])) as opened:
