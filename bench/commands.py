@@ -47,6 +47,7 @@ BENCHMARKS = (
     Command("gateways", "bench.gateways"),
     Command("loop_lag", "bench.loop_lag"),
     Command("chaos", "bench.chaos"),
+    Command("tracing_cost", "bench.tracing_cost"),
 )
 STUDIES = tuple(Command(f"studies.{name}", f"bench.studies.{name}") for name in (
     "fit_cpu_worker", "served_cost", "served_ttft", "fidelity_real", "fidelity_report",

@@ -67,7 +67,7 @@ class OtlpCollector:
         collector = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 request = ExportTraceServiceRequest()
                 if "json" in self.headers.get("Content-Type", ""):
@@ -82,7 +82,7 @@ class OtlpCollector:
                 self.end_headers()
                 self.wfile.write(reply)
 
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: object) -> None:
                 pass
 
         self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
