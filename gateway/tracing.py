@@ -30,6 +30,7 @@ from settings.observability import TracingSettings
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 Attributes = Mapping[str, str | int | float | bool]
 _PROPAGATOR = TraceContextTextMapPropagator()
@@ -45,8 +46,9 @@ class _State:
 _state = _State()
 
 
-def enable(settings: TracingSettings, service_name: str) -> None:
-    """Start exporting this process's spans to ``settings.otlp_endpoint`` (replacing any earlier tracer)."""
+def enable(settings: TracingSettings, service_name: str, exporter: SpanExporter | None = None) -> None:
+    """Start exporting this process's spans to ``settings.otlp_endpoint`` (replacing any earlier
+    tracer); ``exporter`` replaces the OTLP exporter (in-process tests)."""
     if settings.otlp_endpoint is None:
         return
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -58,7 +60,8 @@ def enable(settings: TracingSettings, service_name: str) -> None:
     disable()
     provider = TracerProvider(resource=Resource.create({"service.name": service_name}),
                               sampler=ParentBased(TraceIdRatioBased(settings.sample_ratio)))
-    exporter = OTLPSpanExporter(endpoint=settings.otlp_endpoint.rstrip("/") + "/v1/traces", timeout=5)
+    if exporter is None:
+        exporter = OTLPSpanExporter(endpoint=settings.otlp_endpoint.rstrip("/") + "/v1/traces", timeout=5)
     provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=500))
     _state.provider, _state.tracer = provider, provider.get_tracer("shunter.gateway")
 
