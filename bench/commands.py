@@ -46,6 +46,7 @@ BENCHMARKS = (
     Command("rollout", "bench.rollout"),
     Command("gateways", "bench.gateways"),
     Command("loop_lag", "bench.loop_lag"),
+    Command("length_buckets", "bench.length_buckets"),
     Command("chaos", "bench.chaos"),
     Command("tracing_cost", "bench.tracing_cost"),
 )

@@ -30,6 +30,7 @@ from cli.ops import ab_app, audit, keys_app, models_app, rollout_app
 from cli.scale import scale_app
 from cli.sim import sim_app
 from cli.top import top
+from cli.traffic import traffic_app
 from scheduling.scheduler import Policy
 from settings.gateway import load_gateway_settings
 from settings.paths import StackPaths, admin_token
@@ -39,6 +40,7 @@ app = typer.Typer(help="Shunter: GPU inference serving — local stack and opera
                   no_args_is_help=True)
 console = Console()
 app.add_typer(sim_app, name="sim")
+app.add_typer(traffic_app, name="traffic")
 app.add_typer(models_app, name="models")
 app.add_typer(rollout_app, name="rollout")
 app.add_typer(ab_app, name="ab")

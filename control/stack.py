@@ -162,8 +162,9 @@ class LocalStack:
                                    self.paths.logs, settings, lambda model: deployer.served.get(model, frozenset()))
         deployer.workers = LiveAddresses(self.replicas)
         if settings.enabled and capacity.policy.targets:
-            self.capacity = CapacityController(capacity, config, self.replicas, self.gateway_urls,
-                                               self.plane.registry, settings)
+            self.capacity = CapacityController(capacity, config, self.replicas, self.metrics_urls(),
+                                               self.plane.registry, settings,
+                                               metrics_headers=self.plane.rollouts.probe_headers)
 
     def _start_control(self, config: StackConfig) -> None:
         assert self.supervisor is not None

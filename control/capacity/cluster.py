@@ -38,5 +38,5 @@ def open_cluster_capacity(plane: ControlPlane, resolver: Resolver) -> tuple[PodR
                           "reads the demand from the gateway pods (or set replicas.enabled: false)")
     port = kubernetes.gateway_port
     controller = CapacityController(capacity, config, pods, lambda: service_urls(host, port, resolver),
-                                    plane.registry, settings)
+                                    plane.registry, settings, metrics_headers=plane.rollouts.probe_headers)
     return pods, controller
