@@ -7,8 +7,8 @@ and reports the median of each mode's CPU per request (this process, every threa
 exporter included); a fourth mode samples 10 %, and a first one runs the same request without
 the tracing calls at all (what the no-op checks cost). With tracing on the spans go over OTLP/HTTP
 to a receiver in a child process on 127.0.0.1 (its CPU is not counted: it stands for the
-collector). The difference is what tracing adds to a request; the whole request's gateway CPU (0.69 ms ``tabular``, 1.08 ms ``embed``, the
-suite) is the base it is compared with in ``docs/benchmarks.md``.
+collector). The difference is what tracing adds to a request; the whole request's gateway CPU
+(0.69 ms ``tabular``, 1.08 ms ``embed``, the suite) is the base it is compared with in ``docs/benchmarks.md``.
 """
 
 from __future__ import annotations
