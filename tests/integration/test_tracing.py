@@ -22,7 +22,7 @@ from tests.integration.otlp_collector import OtlpCollector, ReceivedSpan
 from tests.integration.ports import port
 
 pytestmark = pytest.mark.integration
-COLLECTOR_PORT = port(28890)
+COLLECTOR_PORT = port(28050)
 SECRET = "marmalade-otter-5521"  # the input; must appear in no span
 SPANS_TIMEOUT_S = 20.0
 
@@ -40,9 +40,9 @@ def collector() -> Iterator[OtlpCollector]:
 @pytest.fixture(scope="module")
 def traced_stack(tmp_path_factory: pytest.TempPathFactory, artifacts_dir: Path,
                  collector: OtlpCollector) -> Iterator[RunningStack]:
-    paths = make_paths(tmp_path_factory.mktemp("traced"), port(28800), models=("embed",))
+    paths = make_paths(tmp_path_factory.mktemp("traced"), port(28020), models=("embed",))
     paths.observability_file.write_text(yaml.safe_dump({"tracing": {"otlp_endpoint": collector.endpoint}}))
-    with running_stack(paths, port(28880), port(28881)) as running:
+    with running_stack(paths, port(28040), port(28041)) as running:
         yield running
 
 
@@ -78,7 +78,7 @@ def test_one_trace_runs_from_the_client_through_the_gateway_into_triton(
     assert {s.name for s in triton} >= {"InferRequest", "embed"}
     assert all(s.trace_id == trace_id for s in spans)
 
-    log_lines = (traced_stack.paths.logs / f"gateway-{port(28880)}.access.jsonl").read_text().splitlines()
+    log_lines = (traced_stack.paths.logs / f"gateway-{port(28040)}.access.jsonl").read_text().splitlines()
     line = next(orjson.loads(x) for x in log_lines if response.headers["x-request-id"] in x)
     assert line["trace_id"] == trace_id
 
