@@ -40,7 +40,7 @@ from scheduling.scheduler import Policy
 from settings.access_log import open_access_log
 from settings.capacity import load_capacity
 from settings.gateway import load_gateway_settings
-from settings.observability import load_observability
+from settings.observability import load_observability, traced_workers
 from settings.paths import StackPaths, admin_token
 from settings.scheduling import load_scheduling
 from settings.stack import StackConfig, load_stack_config
@@ -132,6 +132,7 @@ class LocalStack:
 
     def start(self, log: Callable[[str], None] = print) -> None:
         config = build(self.paths, log)  # the control plane renders the repository, once
+        config = traced_workers(config, load_observability(self.paths.observability_file).tracing)
         runtime = resolve_runtime(config.triton, self.paths.state_dir)
         self.plane = ControlPlane.open(self.paths, config, self.metrics_urls())
         try:

@@ -17,6 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from gateway import tracing
 from gateway.body_limit import BodyLimitMiddleware
 from gateway.capacity import CapacityPlan
 from gateway.composition import GatewaySetup, TransportFactory, running
@@ -149,7 +150,8 @@ def create_app(paths: StackPaths, poll_interval_s: float = 1.0, policy: Policy |
     ``control_url``, model versions and traffic weights follow the control plane's routing
     (polled with the admin token in ``paths``); without it, each model's configured version.
     ``transport`` makes the workers' transport at startup (Triton's by default). The access log
-    (``observability.yaml``) is ``<state_dir>/logs/<process_name>.access.jsonl``."""
+    (``observability.yaml``) is ``<state_dir>/logs/<process_name>.access.jsonl``; its ``tracing`` block,
+    when set, exports spans as service ``<service_name_prefix>-<process_name>`` while the app runs."""
     config = load_stack_config(paths.pools_file, paths.models_file)
     scheduling = load_scheduling(paths.scheduling_file, config, policy)
     llm_tokenizers, text_tokenizers = load_tokenizers(config, paths)
@@ -165,13 +167,19 @@ def create_app(paths: StackPaths, poll_interval_s: float = 1.0, policy: Policy |
         addresses=tuple(worker_addresses(config, capacity.slots)))
     routing_url = f"{control_url.rstrip('/')}/admin/v1/routing" if control_url is not None else None
 
+    observability = load_observability(paths.observability_file)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with running(setup, transport, poll_interval_s, routing_url,
-                           lambda: paths.admin_token_file.read_text().strip(),
-                           replicas_url(control_url) if control_url is not None else None) as gateway:
-            app.state.gateway = gateway
-            yield
+        tracing.enable(observability.tracing, f"{observability.tracing.service_name_prefix}-{process_name}")
+        try:
+            async with running(setup, transport, poll_interval_s, routing_url,
+                               lambda: paths.admin_token_file.read_text().strip(),
+                               replicas_url(control_url) if control_url is not None else None) as gateway:
+                app.state.gateway = gateway
+                yield
+        finally:
+            tracing.disable()
 
     app = FastAPI(title="Shunter gateway", version="0.1.0", lifespan=lifespan)
     for module in (openai, rerank, kserve, requests, health):
@@ -183,7 +191,6 @@ def create_app(paths: StackPaths, poll_interval_s: float = 1.0, policy: Policy |
     metrics_address = settings.metrics_address
     app.add_middleware(MetricsAccessMiddleware, token=read_metrics_token(settings, paths.config_dir),
                        metrics_port=metrics_address[1] if metrics_address else None)
-    observability = load_observability(paths.observability_file)
     access_log = open_access_log(observability.access_log, paths.logs / f"{process_name}.access.jsonl")
     app.add_middleware(RequestContextMiddleware, metrics=setup.metrics,
                        known_models=[m.name for m in config.models], access_log=access_log)

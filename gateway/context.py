@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway import tracing
 from gateway.access_log import access_fields
 from gateway.errors import GatewayError
 from gateway.metrics import GatewayMetrics
@@ -44,6 +45,8 @@ from scheduling.outcomes import Dispatch, Outcome
 from settings.access_log import AccessLog
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
     from gateway.dispatcher import Ticket
 
 REQUEST_ID_HEADER = b"x-request-id"
@@ -151,6 +154,15 @@ class RequestContextMiddleware:
             return
         context = RequestContext(new_request_id(), user=end_user(scope))
         scope.setdefault("state", {})[_SCOPE_KEY] = context
+        if not tracing.enabled() or scope["path"] in _UNOBSERVED_PATHS:  # scrapes and probes: no traces
+            await self._serve(scope, receive, send, context, None)
+            return
+        with tracing.server_span(str(scope.get("method", "")), scope.get("headers", [])) as opened:
+            context.trace_id = tracing.trace_id(opened)
+            await self._serve(scope, receive, send, context, opened)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send, context: RequestContext,
+                     opened: Span | None) -> None:
         started = time.perf_counter()
         status = 500
         response_started = finished = False
@@ -176,6 +188,8 @@ class RequestContextMiddleware:
             await send_error(scope, receive, send_with_id, GatewayError("internal error; the request id identifies it"))
         finally:
             final_status = status if finished else 499
+            if opened is not None:
+                _annotate(opened, scope, context, final_status, self.model_label(context))
             _log_error(scope, context, final_status, failure)
             self._observe(scope, context, final_status, started)
             self._log_access(scope, context, final_status, started, failure)
@@ -213,6 +227,23 @@ class RequestContextMiddleware:
         duration_s = time.perf_counter() - started
         self.access_log.write(access_fields(scope, context, status, _ending(context, status), duration_s,
                                             failure, self.model_label(context)))
+
+
+def _annotate(opened: Span, scope: Scope, context: RequestContext, status: int, model_label: str) -> None:
+    """The server span's name (method and route) and what the access log says of the request."""
+    route = getattr(scope.get("route"), "path", None)
+    if isinstance(route, str):
+        opened.update_name(f"{scope.get('method', '')} {route}")
+    fields = access_fields(scope, context, status, _ending(context, status), 0.0, "", model_label)
+    opened.set_attributes({f"shunter.{key}": value for key, value in fields.items()  # type: ignore[misc]
+                           if key in _SPAN_FIELDS})
+    opened.set_attribute("http.response.status_code", status)
+    if status >= 500:
+        tracing.failed(opened, f"http_{status}", fields.get("reason"))
+
+
+_SPAN_FIELDS = frozenset({"request_id", "route", "outcome", "reason", "tenant", "tier", "model", "version",
+                          "pool", "worker", "queue_wait_ms", "tokens_in", "tokens_out", "attempts", "cache"})
 
 
 def _route(scope: Scope) -> str:

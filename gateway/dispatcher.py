@@ -38,6 +38,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway import tracing
 from gateway.capacity import CapacitySignals
 from gateway.errors import (
     ClientClosedError,
@@ -171,12 +172,19 @@ class Dispatcher:
         self.metrics.version_holders.labels(request.model, str(request.model_version)).inc()
         if self.signals is not None:
             self.signals.arrived(request)
-        decision = self.scheduler.submit(request, self.clock())
-        if isinstance(decision, Rejected):
-            raise self._rejected(request, decision)
+        with tracing.span("shunter.admission", lambda: {"shunter.tenant": request.tenant.name,
+                                                        "shunter.tier": request.tier.value}) as opened:
+            decision = self.scheduler.submit(request, self.clock())
+            if opened is not None:
+                opened.set_attribute("shunter.decision", _decision_label(decision))
+            if isinstance(decision, Rejected):
+                raise self._rejected(request, decision)
         if isinstance(decision, Admitted) and decision.held:
             self.statuses.waiting_for_capacity(request.request_id)
-        dispatch = await self._await_dispatch(request, client_gone)
+        with tracing.span("shunter.queue") as opened:
+            dispatch = await self._await_dispatch(request, client_gone)
+        if opened is not None:
+            _trace_placement(request, dispatch)
         self.metrics.queue_wait_s.labels(request.model, request.tier.value, dispatch.pool).observe(
             dispatch.queue_wait_s)
         return Ticket(request, dispatch, self)
@@ -334,6 +342,23 @@ class Dispatcher:
             depth[queued.tier] += 1
         for tier, count in depth.items():
             self.metrics.queue_depth.labels(tier.value).set(count)
+
+
+def _decision_label(decision: object) -> str:
+    if isinstance(decision, Admitted):
+        return "held" if decision.held else "admitted"
+    return "rejected" if isinstance(decision, Rejected) else type(decision).__name__.lower()
+
+
+def _trace_placement(request: Request, dispatch: Dispatch) -> None:
+    """The scheduler's placement of a traced request: where it runs, and how long it queued."""
+    attributes: dict[str, str | int | float] = {
+        "shunter.model": request.model, "shunter.pool": dispatch.pool, "shunter.worker": dispatch.worker_id,
+        "shunter.queue_wait_ms": round(dispatch.queue_wait_s * 1000, 2)}
+    if request.model_version is not None:
+        attributes["shunter.version"] = request.model_version
+    with tracing.span("shunter.placement", lambda: attributes):
+        pass
 
 
 def _expired_error(expired: Expired) -> GatewayError:

@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 from pydantic import Field, ValidationError, field_validator
 
 from settings.base import ConfigError, StrictModel, read_yaml
+from settings.stack import StackConfig
 
 MIB = 1 << 20
 
@@ -41,6 +42,29 @@ class TracingSettings(StrictModel):
     @property
     def enabled(self) -> bool:
         return self.otlp_endpoint is not None
+
+
+def triton_trace_args(tracing: TracingSettings) -> tuple[str, ...]:
+    """Triton's OpenTelemetry tracing flags for ``tracing`` (none when it is off): every request
+    that carries a sampled ``traceparent`` is traced (Triton samples 1 in ``rate`` of the others,
+    ``rate`` from ``sample_ratio``), exported over OTLP/HTTP to the same endpoint as the gateway's."""
+    if tracing.otlp_endpoint is None:
+        return ()
+    rate = 1 if tracing.sample_ratio <= 0 else max(1, round(1 / tracing.sample_ratio))
+    url = tracing.otlp_endpoint.rstrip("/").split("://", 1)[1] + "/v1/traces"
+    return ("--trace-config=mode=opentelemetry", f"--trace-config=rate={rate}", "--trace-config=level=TIMESTAMPS",
+            f"--trace-config=opentelemetry,url={url}",
+            f"--trace-config=opentelemetry,resource=service.name={tracing.service_name_prefix}-triton",
+            "--trace-config=opentelemetry,bsp_schedule_delay=500")
+
+
+def traced_workers(config: StackConfig, tracing: TracingSettings) -> StackConfig:
+    """``config`` whose workers also get ``triton_trace_args(tracing)`` (unchanged when tracing is off)."""
+    extra = triton_trace_args(tracing)
+    if not extra:
+        return config
+    triton = config.triton.model_copy(update={"extra_args": (*config.triton.extra_args, *extra)})
+    return config.model_copy(update={"triton": triton})
 
 
 class ObservabilitySettings(StrictModel):

@@ -19,6 +19,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import numpy as np
+from opentelemetry.context import Context
+
+from gateway import tracing
 
 Columns = dict[str, np.ndarray]
 SendBatch = Callable[[Columns, int, str], Awaitable[Columns]]
@@ -31,6 +34,7 @@ class _Pending:
     priority: int
     request_id: str
     result: asyncio.Future[Columns]
+    trace: Context | None  # the submitter's trace context; a merged call is traced in its first request's
 
 
 class RowCoalescer:
@@ -50,7 +54,7 @@ class RowCoalescer:
         if rows > self._max_batch_rows:
             raise ValueError(f"{rows} rows exceed the batch limit of {self._max_batch_rows}")
         future: asyncio.Future[Columns] = asyncio.get_running_loop().create_future()
-        self._waiting.append(_Pending(columns, rows, priority, request_id, future))
+        self._waiting.append(_Pending(columns, rows, priority, request_id, future, tracing.current()))
         self._dispatch_ready()
         return await future
 
@@ -80,7 +84,8 @@ class RowCoalescer:
     async def _run(self, batch: list[_Pending]) -> None:
         try:
             merged = {name: np.concatenate([p.columns[name] for p in batch]) for name in batch[0].columns}
-            outputs = await self._send(merged, min(p.priority for p in batch), batch[0].request_id)
+            with tracing.attached(batch[0].trace):
+                outputs = await self._send(merged, min(p.priority for p in batch), batch[0].request_id)
         except BaseException as exc:  # every waiting caller learns the outcome, then re-raise cancels
             for pending in batch:
                 if pending.result.done():

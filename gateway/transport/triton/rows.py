@@ -9,10 +9,13 @@ share Triton calls. Every call is bounded by ``call.timeout_s``.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import tritonclient.grpc.aio as grpcclient
 from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
+from gateway import tracing
 from gateway.transport.protocol import Columns, RowCall
 from gateway.transport.triton.coalescer import RowCoalescer, SendBatch
 from gateway.transport.triton.errors import map_triton_error
@@ -39,7 +42,8 @@ class RowInference:
         parts: dict[str, list[np.ndarray]] = {name: [] for name in call.outputs}
         for start in range(0, rows, chunk):
             part = {name: column[start:start + chunk] for name, column in columns.items()}
-            result = await coalescer.submit(part, call.priority, call.request_id)
+            with tracing.span("shunter.triton", partial(_call_attributes, worker, call, part)):
+                result = await coalescer.submit(part, call.priority, call.request_id)
             for name in call.outputs:
                 parts[name].append(result[name])
         return {name: np.concatenate(values) for name, values in parts.items()}
@@ -52,6 +56,14 @@ class RowInference:
                 _sender(worker, call), max_batch_rows=max_rows,
                 max_in_flight=max(1, CALLS_PER_INSTANCE * call.instances))
         return self._coalescers[key]
+
+
+def _call_attributes(worker: Worker, call: RowCall, part: Columns) -> dict[str, str | int]:
+    attributes: dict[str, str | int] = {"shunter.worker": worker.address.name, "shunter.model": call.model,
+                                        "shunter.rows": len(next(iter(part.values())))}
+    if call.version is not None:
+        attributes["shunter.version"] = call.version
+    return attributes
 
 
 def _sender(worker: Worker, call: RowCall) -> SendBatch:
@@ -67,7 +79,7 @@ def _sender(worker: Worker, call: RowCall) -> SendBatch:
         try:
             result = await worker.client.infer(call.model, inputs, model_version=model_version, outputs=requested,
                                                request_id=request_id, priority=priority,
-                                               client_timeout=call.timeout_s)
+                                               client_timeout=call.timeout_s, headers=tracing.triton_headers())
         except InferenceServerException as exc:
             raise map_triton_error(exc, call.model, call.version) from exc
         return {name: result.as_numpy(name) for name in call.outputs}

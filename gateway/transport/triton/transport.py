@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import tritonclient.grpc.aio as grpcclient
 from tritonclient.utils import InferenceServerException
 
+from gateway import tracing
 from gateway.errors import GatewayError, PermissionDeniedError, UnavailableError, WorkerFailedError
 from gateway.transport.protocol import Columns, GenerationRequest, RowCall, Tensor, TextChunk, WorkerStatus
 from gateway.transport.triton.errors import map_triton_error
@@ -95,9 +96,11 @@ class TritonTransport:
             infer_inputs.append(infer_input)
         requested = [grpcclient.InferRequestedOutput(name) for name in outputs] or None
         try:
-            result = await worker.client.infer(model, infer_inputs, model_version=str(version), outputs=requested,
-                                               request_id=request_id, priority=priority,
-                                               client_timeout=KSERVE_TIMEOUT_S)
+            with tracing.span("shunter.triton", lambda: {"shunter.worker": worker_id, "shunter.model": model,
+                                                         "shunter.version": version}):
+                result = await worker.client.infer(model, infer_inputs, model_version=str(version), outputs=requested,
+                                                   request_id=request_id, priority=priority,
+                                                   client_timeout=KSERVE_TIMEOUT_S, headers=tracing.triton_headers())
         except InferenceServerException as exc:
             error = map_triton_error(exc, model, version)
             if isinstance(error, WorkerFailedError):
