@@ -186,3 +186,11 @@ async def test_an_ab_split_sticky_to_users_follows_the_x_shunter_user_header(gw:
     assert all(len(seen) == 1 for seen in per_user)  # each end user stays on one version
     assert set().union(*per_user) == {"1", "2"}  # and the tenant's users are split
     assert len(await versions_of(None)) == 1  # without the header: sticky to the tenant
+
+
+async def test_sampling_left_out_gets_the_models_recommended_defaults(gw: InProcessGateway) -> None:
+    await gw.client.post("/v1/chat/completions", headers=STANDARD, json=CHAT)
+    await gw.client.post("/v1/chat/completions", headers=STANDARD, json={**CHAT, "temperature": 1.0, "top_k": 5})
+    defaults, given = (g.request for g in gw.workers.generations)
+    assert (defaults.temperature, defaults.top_p, defaults.top_k) == (0.2, 0.9, None)  # generation_config.json
+    assert (given.temperature, given.top_p, given.top_k) == (1.0, 0.9, 5)
