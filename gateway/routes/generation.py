@@ -42,6 +42,7 @@ from gateway.outcomes import CANCELLED, COMPLETED, Ending
 from gateway.request_parameters import check_parameters
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, as_list
 from gateway.stream_journal import StreamEvents
+from gateway.structured_output import response_grammar
 from gateway.transport.protocol import GenerationRequest, TextChunk, Transport
 from scheduling.prediction.prefix_reuse import PromptPrefixes
 from scheduling.tenants import Tenant
@@ -160,6 +161,7 @@ def build_generation(gateway: Gateway, model: ModelSpec, tenant: Tenant, prompt:
         temperature=_given(body.temperature, defaults.temperature), top_p=_given(body.top_p, defaults.top_p),
         top_k=_given(body.top_k, defaults.top_k), seed=seed,
         stop=stop, priority=tenant.tier.triton_priority,
+        grammar=response_grammar(gateway.models.config, model, getattr(body, "response_format", None)),
         prefixes=PromptPrefixes.of(tokens) if _reuses_prefixes(gateway, model.name) else None,
     )
 
