@@ -1,7 +1,8 @@
 """``response_format`` to the grammar the engine constrains decoding with (llguidance).
 
 ``json_object`` allows any JSON object; ``json_schema`` allows what its ``schema`` validates
-(``strict`` or not: the schema is always enforced, which is what ``strict: true`` promises).
+(``strict`` or not: the schema is always enforced, which is what ``strict: true`` promises),
+written on one line with ``", "`` and ``": "`` between items (no free whitespace to ramble in).
 The grammar is llguidance's (``LLMatcher.grammar_from_json_schema``); the CPU engine compiles it
 against its vocabulary (``python_backends/chat/grammar.py``). A schema llguidance cannot compile
 is a 400 naming ``response_format.json_schema.schema``; a model served by TensorRT-LLM on some pool
@@ -18,6 +19,9 @@ from settings.engine import uses_trtllm
 from settings.stack import ModelSpec, StackConfig
 
 _ANY_OBJECT: dict[str, Any] = {"type": "object"}
+# One-line JSON with the usual separators: flexible whitespace let SmolLM2 at temperature 1.0
+# pad answers with newlines and indentation until max_tokens cut the object off.
+_LAYOUT = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 
 
 def response_grammar(config: StackConfig, model: ModelSpec, response_format: ResponseFormat | None) -> str:
@@ -41,7 +45,7 @@ def _compiled(schema: dict[str, Any]) -> str:
     import llguidance
 
     try:
-        grammar = llguidance.LLMatcher.grammar_from_json_schema(schema)
+        grammar = llguidance.LLMatcher.grammar_from_json_schema(schema, defaults=_LAYOUT)
         error = llguidance.LLMatcher.validate_grammar(grammar, None)
     except (ValueError, TypeError, RuntimeError) as exc:
         error = str(exc)
