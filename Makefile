@@ -1,11 +1,14 @@
 # Shunter: the two commands a user needs are `make run` and `make test`.
-.PHONY: setup run test unit integration lint bench clean
+.PHONY: setup run observe test unit integration lint bench clean
 
 setup:
 	bash scripts/setup.sh
 
 run: setup
 	.venv/bin/shunter up
+
+observe: setup  # the stack plus a Prometheus on 127.0.0.1:9095 that scrapes it (docs/observability.md)
+	.venv/bin/shunter up --observe
 
 test: setup
 	bash scripts/test.sh

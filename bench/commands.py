@@ -46,6 +46,7 @@ BENCHMARKS = (
     Command("rollout", "bench.rollout"),
     Command("gateways", "bench.gateways"),
     Command("loop_lag", "bench.loop_lag"),
+    Command("length_buckets", "bench.length_buckets"),
     Command("chaos", "bench.chaos"),
 )
 STUDIES = tuple(Command(f"studies.{name}", f"bench.studies.{name}") for name in (

@@ -25,9 +25,12 @@ from rich.console import Console
 from rich.table import Table
 
 from cli.kubernetes import k8s_app
+from cli.observe.render import observe_app
 from cli.ops import ab_app, audit, keys_app, models_app, rollout_app
 from cli.scale import scale_app
 from cli.sim import sim_app
+from cli.top import top
+from cli.traffic import traffic_app
 from scheduling.scheduler import Policy
 from settings.gateway import load_gateway_settings
 from settings.paths import StackPaths, admin_token
@@ -37,12 +40,15 @@ app = typer.Typer(help="Shunter: GPU inference serving — local stack and opera
                   no_args_is_help=True)
 console = Console()
 app.add_typer(sim_app, name="sim")
+app.add_typer(traffic_app, name="traffic")
 app.add_typer(models_app, name="models")
 app.add_typer(rollout_app, name="rollout")
 app.add_typer(ab_app, name="ab")
 app.add_typer(keys_app, name="keys")
 app.add_typer(scale_app, name="scale")
 app.add_typer(k8s_app, name="k8s")
+app.add_typer(observe_app, name="observe")
+app.command("top")(top)
 app.command("audit")(audit)
 
 ConfigDir = Annotated[Path, typer.Option(help="folder with pools.yaml, models.yaml, tenants.yaml")]
@@ -76,8 +82,12 @@ def up(
     gateways: Annotated[int, typer.Option(min=1, max=64, help="gateway processes on the gateway port; more "
                                                               "than one needs a shared state store "
                                                               "(gateway.yaml)")] = 1,
+    observe: Annotated[bool, typer.Option(help="also start a Prometheus on the loopback that scrapes the stack "
+                                               "and evaluates deploy/observability/rules")] = False,
+    prometheus_port: Annotated[int, typer.Option(help="the local Prometheus' port (with --observe)")] = 9095,
 ) -> None:
     """Start Triton workers, the control service and the gateway; stop on Ctrl-C."""
+    from control.prometheus import LocalPrometheus
     from control.stack import Listen, LocalStack
 
     paths = _paths(config_dir, state_dir)
@@ -90,8 +100,16 @@ def up(
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    prometheus = LocalPrometheus(prometheus_port, paths.state_dir) if observe else None
     with console.status("starting Triton workers, control and gateway…"):
         stack.start(log=console.print)
+    if prometheus is not None:
+        try:
+            prometheus.start(stack_scrape_config(stack))
+        except BaseException:
+            stack.stop()
+            raise
+        console.print(f"Prometheus {prometheus.url} scrapes the stack (rules: deploy/observability/rules)")
     console.print(f"[bold green]Shunter is up[/]: gateway http://{host}:{port}/v1 "
                   f"(OpenAI) and http://{host}:{port}/v2 (KServe v2); "
                   f"control http://127.0.0.1:{control_port}/admin/v1; logs in {paths.logs}")
@@ -104,8 +122,20 @@ def up(
                 break
     finally:
         with console.status("stopping…"):
+            if prometheus is not None:
+                prometheus.stop()
             stack.stop()
         console.print("stopped")
+
+
+def stack_scrape_config(stack: Any) -> dict[str, object]:
+    """The local Prometheus' configuration for a started ``LocalStack``."""
+    from control.prometheus import scrape_config
+
+    settings = load_gateway_settings(stack.paths.gateway_file)
+    token = settings.metrics_token_file
+    return scrape_config(stack.metrics_urls(), stack.control_url, stack.paths.admin_token_file,
+                         None if token is None else stack.paths.config_dir / token)
 
 
 def _admin_get(control_url: str, path: str, token: str) -> list[dict[str, Any]]:

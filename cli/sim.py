@@ -29,6 +29,30 @@ console = Console()
 
 Out = Annotated[Path, typer.Option(help="folder for the JSON, Markdown and PNG results")]
 Traces = Annotated[Path, typer.Option(help="folder with the traces (default: the repository's data/traces)")]
+MIN_TRACE_REQUESTS = 50
+
+
+def _check_trace(trace: str) -> str:
+    """A trace FILE is read and checked before anything is simulated (a bad one is a usage error)."""
+    from simulator.trace_files import TraceFormatError, read_trace
+    from simulator.workloads import AZURE
+
+    if trace in AZURE:
+        return trace
+    try:
+        records = read_trace(Path(trace))
+    except TraceFormatError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    if len(records) < MIN_TRACE_REQUESTS or records[-1].arrival_s <= 0:
+        raise typer.BadParameter(f"{trace}: {len(records)} requests over {records[-1].arrival_s:.1f} s is too "
+                                 "short: the experiments scale a trace against the pool's measured capacity, which "
+                                 f"needs at least {MIN_TRACE_REQUESTS} requests over some time")
+    return trace
+
+
+Trace = Annotated[str, typer.Option(callback=_check_trace,
+                                    help="a shipped trace (conv, code) or a trace FILE: Shunter's JSONL/CSV, the "
+                                         "Azure CSV or Mooncake's JSONL (docs/simulation.md)")]
 Seed = Annotated[int, typer.Option(help="seed of every random draw")]
 Pool = Annotated[str, typer.Option(help="GPU mix, e.g. h100:16 or a10:8,a100-80:2")]
 DEFAULT_OUT = Path("var/sim")
@@ -65,7 +89,7 @@ def _show(name: str, headline: dict[str, Any]) -> None:
 
 
 @sim_app.command()
-def overload(out: Out = DEFAULT_OUT, pool: Pool = "h100:16", load: float = 1.5, trace: str = "conv",
+def overload(out: Out = DEFAULT_OUT, pool: Pool = "h100:16", load: float = 1.5, trace: Trace = "conv",
              traces_dir: Traces = DEFAULT_TRACES_DIR, seed: Seed = 0) -> None:
     """Every policy on the whole trace at LOAD x the pool's capacity (proof target 1)."""
     suite = _suite()
@@ -77,13 +101,13 @@ def overload(out: Out = DEFAULT_OUT, pool: Pool = "h100:16", load: float = 1.5, 
 @sim_app.command("sweep")
 def sweep_command(out: Out = DEFAULT_OUT, pool: Pool = "h100:16", loads: str = "0.5,0.75,1,1.25,1.5,2",
                   window_s: Annotated[float | None, typer.Option(help="first seconds of the trace only")] = None,
-                  traces_dir: Traces = DEFAULT_TRACES_DIR, seed: Seed = 0) -> None:
+                  trace: Trace = "conv", traces_dir: Traces = DEFAULT_TRACES_DIR, seed: Seed = 0) -> None:
     """Attainment versus load per policy, and each policy's DistServe goodput."""
     suite = _suite()
     values = [float(x) for x in loads.split(",")]
     with _progress(1 + len(values) * len(suite.SWEEP_POLICIES), "sweep") as on_run:
-        headline = suite.load_sweep(out, pool, values, window_s=window_s, traces_dir=traces_dir, seed=seed,
-                                    on_run=on_run)
+        headline = suite.load_sweep(out, pool, values, trace=trace, window_s=window_s, traces_dir=traces_dir,
+                                    seed=seed, on_run=on_run)
     _show("sweep", headline)
 
 
@@ -98,7 +122,7 @@ def noisy(out: Out = DEFAULT_OUT, pool: Pool = "a100-80:2", window_s: float = 12
 
 
 @sim_app.command()
-def plan(out: Out = DEFAULT_OUT, window_s: float = 600.0, scale: float = 4.0, trace: str = "conv",
+def plan(out: Out = DEFAULT_OUT, window_s: float = 600.0, scale: float = 4.0, trace: Trace = "conv",
          policy: str = "shunter", max_evaluations: int = 40, traces_dir: Traces = DEFAULT_TRACES_DIR,
          seed: Seed = 0) -> None:
     """Cheapest A10 / A100 / H100 / H200 mix that meets the SLO targets (proof target 3)."""

@@ -45,9 +45,11 @@ from control.rollouts import RolloutManager
 from control.s3_repository import S3Repository
 from control.signed_copy import signed_copy
 from control.verified_copies import VerifiedCopies
+from scheduling.capacity import CapacityProfile
 from settings.control import ControlSettings, KubernetesSettings, load_control_settings
 from settings.gateway import load_gateway_settings, read_metrics_token
 from settings.paths import StackPaths
+from settings.scheduling import load_scheduling
 from settings.stack import ModelSpec, StackConfig
 from settings.workers import worker_addresses
 
@@ -102,7 +104,7 @@ class ControlPlane:
         gpu_type = min(pool.gpu_type for pool in config.pools)
         copies = VerifiedCopies(settings.verified_dir, store, trusted)
         deployer = Deployer(registry, copies, config, paths.repository, worker_addresses(config), settings.rollout,
-                            gpu_type)
+                            gpu_type, profiles=_profiles(paths, config))
         token = read_metrics_token(load_gateway_settings(paths.gateway_file), paths.config_dir)
         gateways: Sequence[str] | Callable[[], Sequence[str]] = list(gateway_urls)
         if settings.kubernetes is not None and settings.mode == "kubernetes":
@@ -182,6 +184,14 @@ def _remote_workers(deployer: Deployer, config: StackConfig, settings: Kubernete
     if host is None:
         return None
     return lambda: service_urls(host, settings.gateway_port, resolver)
+
+
+def _profiles(paths: StackPaths, config: StackConfig) -> dict[str, CapacityProfile]:
+    """The pools' capacity profiles (``scheduling.yaml``; none without the file): what a version's
+    runtime requirements are checked against at deploy."""
+    if not paths.scheduling_file.is_file():
+        return {}
+    return load_scheduling(paths.scheduling_file, config).profiles
 
 
 def verify_local(directory: Path, settings: ControlSettings, model: str, version: int) -> None:

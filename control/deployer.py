@@ -5,6 +5,10 @@ the one verified when it was registered or staged before, reused as it is, or el
 from the store and checked against its signed SHA-256 manifest and the manifest digest the
 registry recorded. A tampered, unsigned or incomplete artifact raises ``DeployError`` with the
 integrity code, marks the version ``failed`` in the registry and leaves serving exactly as it was.
+A version whose runtime requirements (GPU types, memory, quantization) no pool serving its model
+meets is refused first: ``DeployError("requirements_unmet")`` names each pool and why (the pools'
+capacity profiles from ``scheduling.yaml``, ``profiles``; a pool without one is checked on its
+GPU type only).
 
 ``serve(model, versions)`` renders the model's repository directory with a version policy
 listing exactly ``versions`` (atomic swap), reloads the model on every worker serving it and
@@ -24,17 +28,19 @@ pool's workers read (``control/s3_repository.py``), before any worker is asked t
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from control.artifacts import ArtifactStoreError
 from control.errors import ControlError
 from control.integrity import IntegrityError
-from control.registry import Registry, VersionState
+from control.registry import Registry, RuntimeRequirements, VersionState
 from control.repository import RenderError, render_model
 from control.triton_control import TritonControlError, load, wait_versions, warm_request
 from control.verified_copies import VerifiedCopies
+from scheduling.capacity import CapacityProfile
+from scheduling.requirements import VersionNeeds
 from settings.control import RolloutSettings
 from settings.stack import ModelSpec, StackConfig
 from settings.workers import WorkerAddress
@@ -63,6 +69,7 @@ class Deployer:
     served: dict[str, frozenset[int]] = field(default_factory=dict)
     discover: Callable[[], Sequence[WorkerAddress]] | None = None
     publish: Callable[[Path, Sequence[str], str], None] | None = None  # (dir, names, pool)
+    profiles: Mapping[str, CapacityProfile] = field(default_factory=dict)  # scheduling.yaml's, by name
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     def spec(self, model: str) -> ModelSpec:
@@ -70,6 +77,27 @@ class Deployer:
         if spec is None:
             raise DeployError("not_configured", f"model {model} is not in models.yaml")
         return spec
+
+    def check_requirements(self, model: str, version: int, requirements: RuntimeRequirements) -> None:
+        """Raise ``DeployError("requirements_unmet")`` when no pool serving ``model`` meets them."""
+        needs = VersionNeeds(frozenset(requirements.gpu_types), requirements.min_gpu_memory_gb,
+                             requirements.quantization)
+        reasons = []
+        for pool in self.config.pools:
+            if model not in pool.models:
+                continue
+            profile = self.profiles.get(pool.profile_name)
+            if profile is None:
+                reason = (None if not needs.gpu_types or pool.gpu_type in needs.gpu_types
+                          else f"needs a GPU of {sorted(needs.gpu_types)}, is {pool.gpu_type}")
+            else:
+                reason = needs.unmet_by(profile)
+            if reason is None:
+                return
+            reasons.append(f"pool {pool.name}: {reason}")
+        if reasons:  # (a model no pool serves has nothing to check here)
+            raise DeployError("requirements_unmet", f"{model} version {version} runs on no pool serving it: "
+                                                    + "; ".join(reasons))
 
     def workers_of(self, model: str) -> list[WorkerAddress]:
         """The workers serving ``model``: those of the pools its deployment names (all pools
@@ -99,6 +127,7 @@ class Deployer:
         record = self.registry.version(model, version)
         if record is None:
             raise DeployError("not_registered", f"{model} version {version} is not registered")
+        self.check_requirements(model, version, record.requirements)
         try:
             path = self.copies.copy_of(record)
         except IntegrityError as exc:

@@ -26,6 +26,7 @@ callers that catch it still do. The admin API maps the tree to HTTP statuses in 
     ├── WorkerStartError             supervisor.py [RuntimeError]: a worker did not become ready in time
     ├── StackStartError              stack.py [RuntimeError]: a part of the local stack did not come up
     ├── RedisStartError              redis_server.py [RuntimeError]: the stack's redis-server did not come up
+    ├── PrometheusStartError         prometheus.py [RuntimeError]: prometheus is not installed
     ├── ExportVerificationError      assets/efficientnet_lite.py [RuntimeError]: the ONNX export disagrees
     ├── CapacityError                capacity/controller.py: a capacity change is refused (``status``, ``code``)
     ├── HousekeepingError            housekeeping.py: a deletion would lose what is still needed (``code``, ``status``)

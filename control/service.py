@@ -15,17 +15,20 @@ import httpx
 from fastapi import Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from control.access_log import ControlAccessLogMiddleware
 from control.admin_api import ControlApiError, error_response
 from control.admin_api import router as admin_router
 from control.capacity.api import router as capacity_router
 from control.capacity.controller import CapacityController
-from control.capacity.replicas import ReplicaSet
+from control.capacity.source import ReplicaSource
 from control.control_plane import ControlPlane
 from control.errors import ControlError
 from control.key_admin import router as key_router
+from control.observability import RolloutCollector, prometheus_targets
 from control.supervisor import Supervisor
+from settings.access_log import AccessLog
 from settings.stack import StackConfig
 from settings.workers import WorkerAddress
 
@@ -33,11 +36,15 @@ from settings.workers import WorkerAddress
 def create_control_app(config: StackConfig, supervisor: Supervisor | None, admin_token: str,
                        plane: ControlPlane | None = None,
                        gateways: Callable[[], list[dict[str, Any]]] | None = None,
-                       replicas: ReplicaSet | None = None, capacity: CapacityController | None = None) -> FastAPI:
+                       replicas: ReplicaSource | None = None, capacity: CapacityController | None = None,
+                       access_log: AccessLog | None = None) -> FastAPI:
     """The admin app; ``gateways`` lists the gateway processes the local stack runs; ``replicas``
-    and ``capacity`` serve the capacity routes (``control/capacity/api.py``) and ``/metrics``.
+    and ``capacity`` serve the capacity routes (``control/capacity/api.py``) and ``/metrics``;
+    ``access_log`` gets one line per request (``control/access_log.py``).
     Without a ``supervisor`` (Kubernetes mode) the workers listed are the pods the plane's deployer finds."""
     app = FastAPI(title="Shunter control", docs_url=None, redoc_url=None)
+    if access_log is not None:
+        app.add_middleware(ControlAccessLogMiddleware, access_log=access_log)
 
     def require_admin(authorization: Annotated[str, Header()] = "") -> None:
         expected = f"Bearer {admin_token}"
@@ -63,13 +70,25 @@ def create_control_app(config: StackConfig, supervisor: Supervisor | None, admin
     app.state.replicas, app.state.capacity = replicas, capacity
     app.include_router(capacity_router, dependencies=[Depends(require_admin)])
 
+    rollouts = CollectorRegistry()
+    if plane is not None:
+        rollouts.register(RolloutCollector([m.name for m in config.models], plane.registry.active_rollout))
+
     @app.get("/metrics", include_in_schema=False)
     def metrics() -> Response:
-        """The capacity controller's series (none without a controller), for Prometheus / KEDA."""
-        if capacity is None:
-            return Response(b"", media_type=CONTENT_TYPE_LATEST)
-        capacity.refresh_metrics()
-        return Response(generate_latest(capacity.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+        """The capacity controller's series (with a controller) and the rollouts', for Prometheus / KEDA."""
+        text = generate_latest(rollouts)
+        if capacity is not None:
+            capacity.refresh_metrics()
+            text += generate_latest(capacity.metrics.registry)
+        return Response(text, media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/admin/v1/prometheus/targets", dependencies=[Depends(require_admin)])
+    def targets() -> list[dict[str, object]]:
+        """The Triton workers' metrics endpoints, in Prometheus' HTTP service discovery format."""
+        if supervisor is None:
+            return prometheus_targets(plane.deployer.discover() if plane and plane.deployer.discover else [])
+        return prometheus_targets([worker.address for worker in list(supervisor.workers)])
 
     @app.get("/admin/v1/workers", dependencies=[Depends(require_admin)])
     def workers() -> list[dict[str, Any]]:

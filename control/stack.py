@@ -37,8 +37,10 @@ from control.service import create_control_app
 from control.supervisor import Supervisor
 from control.triton_runtime import TritonRuntime, resolve_runtime
 from scheduling.scheduler import Policy
+from settings.access_log import open_access_log
 from settings.capacity import load_capacity
 from settings.gateway import load_gateway_settings
+from settings.observability import load_observability
 from settings.paths import StackPaths, admin_token
 from settings.scheduling import load_scheduling
 from settings.stack import StackConfig, load_stack_config
@@ -159,13 +161,16 @@ class LocalStack:
                                    self.paths.logs, settings, lambda model: deployer.served.get(model, frozenset()))
         deployer.workers = LiveAddresses(self.replicas)
         if settings.enabled and capacity.policy.targets:
-            self.capacity = CapacityController(capacity, config, self.replicas, self.gateway_urls,
-                                               self.plane.registry, settings)
+            self.capacity = CapacityController(capacity, config, self.replicas, self.metrics_urls(),
+                                               self.plane.registry, settings,
+                                               metrics_headers=self.plane.rollouts.probe_headers)
 
     def _start_control(self, config: StackConfig) -> None:
         assert self.supervisor is not None
+        observability = load_observability(self.paths.observability_file)
+        access_log = open_access_log(observability.access_log, self.paths.logs / "control.access.jsonl")
         app = create_control_app(config, self.supervisor, admin_token(self.paths), self.plane, self.gateway_rows,
-                                 self.replicas, self.capacity)
+                                 self.replicas, self.capacity, access_log)
         server_config = uvicorn.Config(app, host="127.0.0.1", port=self.listen.control_port,
                                        log_level="warning", lifespan="off")
         self._control = uvicorn.Server(server_config)

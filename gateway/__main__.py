@@ -48,7 +48,8 @@ def main(
                                                          "loopback), so this process can be reached alone")] = None,
 ) -> None:
     paths = StackPaths(config_dir=config_dir.resolve(), state_dir=state_dir.resolve())
-    app = create_app(paths, policy=policy, control_url=control_url)
+    app = create_app(paths, policy=policy, control_url=control_url,
+                     process_name=f"gateway-{direct_port if direct_port is not None else port}")
     # Keep-alive longer than the idle timeout of the load balancers in front (60 s for most): a
     # server that closes an idle connection first races the client's next request on it, which
     # then fails with a reset (seen at uvicorn's default of 5 s under load).

@@ -95,5 +95,5 @@ class AdmissionAdapter:
         if self.fleet_quotas is not None:
             await self.fleet_quotas.take(request)  # given back by the dispatcher's ending of the request
         ticket = await self.dispatcher.acquire(request, lambda: client_gone(http_request.receive))
-        context.dispatch = ticket.dispatch
+        context.dispatch, context.ticket, context.tokens_in = ticket.dispatch, ticket, prefill_tokens
         return ticket

@@ -33,8 +33,10 @@ from gateway.transport.protocol import Transport
 from gateway.transport.triton.transport import TritonTransport
 from scheduling.outcomes import Outcome
 from scheduling.scheduler import Policy
+from settings.access_log import open_access_log
 from settings.capacity import load_capacity
 from settings.gateway import load_gateway_settings, read_metrics_token
+from settings.observability import load_observability
 from settings.paths import StackPaths
 from settings.scheduling import load_scheduling
 from settings.stack import StackConfig, WorkloadKind, load_stack_config
@@ -141,11 +143,13 @@ def _install_error_handlers(app: FastAPI) -> None:
 
 
 def create_app(paths: StackPaths, poll_interval_s: float = 1.0, policy: Policy | None = None,
-               control_url: str | None = None, transport: TransportFactory = triton_transport) -> FastAPI:
+               control_url: str | None = None, transport: TransportFactory = triton_transport,
+               process_name: str = "gateway") -> FastAPI:
     """The gateway for the stack in ``paths``; ``policy`` overrides scheduling.yaml's. With
     ``control_url``, model versions and traffic weights follow the control plane's routing
     (polled with the admin token in ``paths``); without it, each model's configured version.
-    ``transport`` makes the workers' transport at startup (Triton's by default)."""
+    ``transport`` makes the workers' transport at startup (Triton's by default). The access log
+    (``observability.yaml``) is ``<state_dir>/logs/<process_name>.access.jsonl``."""
     config = load_stack_config(paths.pools_file, paths.models_file)
     scheduling = load_scheduling(paths.scheduling_file, config, policy)
     llm_tokenizers, text_tokenizers = load_tokenizers(config, paths)
@@ -154,7 +158,8 @@ def create_app(paths: StackPaths, poll_interval_s: float = 1.0, policy: Policy |
     setup = GatewaySetup(
         config=config, scheduling=scheduling, tenants=load_tenants(paths.tenants_file),
         settings=settings, llm_tokenizers=llm_tokenizers,
-        text_tokenizers=text_tokenizers, metrics=GatewayMetrics(),
+        text_tokenizers=text_tokenizers,
+        metrics=GatewayMetrics(ttft_objectives_s=tuple(slo.ttft_s for slo in scheduling.slo.values())),
         profiles={pool.name: scheduling.profile_of(pool.profile_name) for pool in config.pools},
         capacity=CapacityPlan.build(config, capacity.policy, settings.cold_start_s),
         addresses=tuple(worker_addresses(config, capacity.slots)))
@@ -178,7 +183,9 @@ def create_app(paths: StackPaths, poll_interval_s: float = 1.0, policy: Policy |
     metrics_address = settings.metrics_address
     app.add_middleware(MetricsAccessMiddleware, token=read_metrics_token(settings, paths.config_dir),
                        metrics_port=metrics_address[1] if metrics_address else None)
+    observability = load_observability(paths.observability_file)
+    access_log = open_access_log(observability.access_log, paths.logs / f"{process_name}.access.jsonl")
     app.add_middleware(RequestContextMiddleware, metrics=setup.metrics,
-                       known_models=[m.name for m in config.models])
+                       known_models=[m.name for m in config.models], access_log=access_log)
     return app
 

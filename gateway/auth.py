@@ -22,7 +22,7 @@ async def authenticate(request: Request) -> Tenant:
     if tenant is None:
         raise AuthenticationError("invalid API key")
     context = request_context(request)
-    context.tenant = tenant.name
+    context.tenant, context.tier = tenant.name, tenant.tier.value
     idempotency = idempotency_key(request.scope)
     if idempotency == "":
         raise InvalidRequestError("Idempotency-Key must be 1-255 visible ASCII characters", param="Idempotency-Key")

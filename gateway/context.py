@@ -30,15 +30,21 @@ import time
 import traceback
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway.access_log import access_fields
 from gateway.errors import GatewayError
 from gateway.metrics import GatewayMetrics
 from gateway.outcomes import CANCELLED, COMPLETED, Ending
 from gateway.responses import JSONResponse
 from scheduling.outcomes import Dispatch, Outcome
+from settings.access_log import AccessLog
+
+if TYPE_CHECKING:
+    from gateway.dispatcher import Ticket
 
 REQUEST_ID_HEADER = b"x-request-id"
 USER_HEADER = b"x-shunter-user"  # the end user a request is for: what A/B tests sticky to users follow
@@ -65,6 +71,10 @@ class RequestContext:
     ttft_s: float | None = None  # time to first token, for streamed generations
     cache: str | None = None  # "hit" | "partial" | "miss" where the model has a response cache
     user: str | None = None  # the x-shunter-user header, when present and well formed
+    tier: str | None = None  # the tenant's tier, once authenticated
+    tokens_in: int | None = None  # the request's cost in prompt tokens, once admitted
+    ticket: Ticket | None = None  # the scheduler's ticket, once dispatched (its last worker, tokens out)
+    trace_id: str | None = None  # the W3C trace id (32 hex) when tracing is on
 
     @property
     def served(self) -> bool:
@@ -128,10 +138,12 @@ def _ending(context: RequestContext, status: int) -> Ending:
 
 
 class RequestContextMiddleware:
-    def __init__(self, app: ASGIApp, metrics: GatewayMetrics, known_models: Collection[str] = ()) -> None:
+    def __init__(self, app: ASGIApp, metrics: GatewayMetrics, known_models: Collection[str] = (),
+                 access_log: AccessLog | None = None) -> None:
         self.app = app
         self.metrics = metrics
         self.known_models = frozenset(known_models)
+        self.access_log = access_log
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -166,6 +178,7 @@ class RequestContextMiddleware:
             final_status = status if finished else 499
             _log_error(scope, context, final_status, failure)
             self._observe(scope, context, final_status, started)
+            self._log_access(scope, context, final_status, started, failure)
 
     def model_label(self, context: RequestContext) -> str:
         """The model a request named, if it is a configured one; else ``unknown`` (bounded labels)."""
@@ -188,6 +201,18 @@ class RequestContextMiddleware:
             if ending.outcome is Outcome.COMPLETED:
                 latency_s = context.ttft_s if context.ttft_s is not None else duration_s
                 self.metrics.version_latency_s.labels(model, version).observe(latency_s)
+
+
+    def _log_access(self, scope: Scope, context: RequestContext, status: int, started: float, failure: str) -> None:
+        """One access-log line per request (not for scrapes and probes that succeeded)."""
+        if self.access_log is None:
+            return
+        path = getattr(scope.get("route"), "path", None)
+        if path in _UNOBSERVED_PATHS and status < 400:
+            return
+        duration_s = time.perf_counter() - started
+        self.access_log.write(access_fields(scope, context, status, _ending(context, status), duration_s,
+                                            failure, self.model_label(context)))
 
 
 def _route(scope: Scope) -> str:

@@ -74,6 +74,7 @@ class Ticket:
     _finished: bool = False
     _first_output_seen: bool = False
     attempts: int = 1  # dispatches so far (``Dispatcher.redispatch`` adds one)
+    generated_tokens: int = 0  # output tokens, as given to ``finish``
 
     @property
     def finished(self) -> bool:
@@ -92,6 +93,7 @@ class Ticket:
     def finish(self, ending: Ending, generated_tokens: int = 0) -> None:
         if not self._finished:
             self._finished = True
+            self.generated_tokens = generated_tokens
             self._dispatcher.finish(self.request, ending, generated_tokens)
 
     @contextlib.contextmanager

@@ -14,9 +14,13 @@ VERSION_LATENCY_BUCKETS_S = tuple(round(0.001 * 1.25**i, 6) for i in range(51))
 @dataclass
 class GatewayMetrics:
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    # the tiers' TTFT objectives: bucket bounds too, so an SLO rule counts misses exactly
+    # (le="<ttft_s>", deploy/observability/rules)
+    ttft_objectives_s: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         r = self.registry
+        ttft_buckets_s = tuple(sorted(set(_LATENCY_BUCKETS_S) | {float(s) for s in self.ttft_objectives_s}))
         self.requests = Counter("shunter_requests", "Requests by route, model and outcome",
                                 ["route", "model", "outcome"], registry=r)
         self.duration_s = Histogram("shunter_request_duration_seconds",
@@ -24,7 +28,10 @@ class GatewayMetrics:
                                     buckets=_LATENCY_BUCKETS_S, registry=r)
         self.ttft_s = Histogram("shunter_time_to_first_token_seconds",
                                 "Time from admission to first streamed token", ["model", "tier", "pool"],
-                                buckets=_LATENCY_BUCKETS_S, registry=r)
+                                buckets=ttft_buckets_s, registry=r)
+        self.tpot_s = Histogram("shunter_time_per_output_token_seconds",
+                                "Streamed generations: time from first to last token over the tokens after the first",
+                                ["model", "tier", "pool"], buckets=_LATENCY_BUCKETS_S, registry=r)
         self.queue_wait_s = Histogram("shunter_queue_wait_seconds",
                                       "Time from admission to dispatch to a worker", ["model", "tier", "pool"],
                                       buckets=_LATENCY_BUCKETS_S, registry=r)

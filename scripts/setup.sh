@@ -18,16 +18,18 @@ say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 
 stamp_ok() { [ -f "$STAMPS/$1" ] && [ "$(cat "$STAMPS/$1")" = "$2" ]; }
 
-# 1. System packages: a libpython3.11 shared library (the python backend stub needs it) and
-#    redis-server (the state store that several gateways share; the tests start their own).
+# 1. System packages: a libpython3.11 shared library (the python backend stub needs it),
+#    redis-server (the state store that several gateways share; the tests start their own),
+#    prometheus (its promtool checks deploy/observability's rules; `shunter up --observe` runs it) and
+#    tmux (the test of `shunter top` runs it in a real terminal).
 missing=()
-for package in libpython3.11 redis-server; do
+for package in libpython3.11 redis-server prometheus tmux; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   say "installing Debian packages (${missing[*]})"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 # 2. Virtualenv on Python 3.11 (the Triton python backend stub is built for 3.11).

@@ -53,6 +53,10 @@ class StackPaths:
         return self.config_dir / "gateway.yaml"
 
     @property
+    def observability_file(self) -> Path:
+        return self.config_dir / "observability.yaml"
+
+    @property
     def artifacts(self) -> Path:
         return self.state_dir / "artifacts"
 

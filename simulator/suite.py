@@ -25,6 +25,7 @@ from simulator.report import (
     write_json,
 )
 from simulator.runner import RunSpec, requests_for, simulate
+from simulator.trace_files import load_items
 from simulator.workloads import DEFAULT_TRACES_DIR, load_azure, mean_rate, scale_load, window
 
 OnRun = Callable[[str], None]
@@ -39,7 +40,7 @@ def overload(out: Path, pool: str = "h100:16", load: float = 1.5, trace: str = "
              traces_dir: Path = DEFAULT_TRACES_DIR, policies: Sequence[str] = ALL_POLICIES, seed: int = 0,
              on_run: OnRun = _none) -> dict[str, Any]:
     """Every policy on the whole trace, time-compressed to ``load`` x the pool's capacity."""
-    items, mix = load_azure(trace, traces_dir), parse_mix(pool)
+    items, mix = load_items(trace, traces_dir), parse_mix(pool)
     on_run("capacity probe")
     capacity = capacity_rps(items, mix, seed)
     scale = load * capacity / mean_rate(items)
@@ -73,7 +74,7 @@ def load_sweep(out: Path, pool: str = "h100:16", loads: Sequence[float] = (0.5, 
                policies: Sequence[str] = SWEEP_POLICIES, seed: int = 0, on_run: OnRun = _none) -> dict[str, Any]:
     """Attainment versus load and the DistServe goodput of each policy (the whole trace unless
     ``window_s``: a short window never reaches steady state, the engines' slots absorb it)."""
-    items, mix = load_azure(trace, traces_dir), parse_mix(pool)
+    items, mix = load_items(trace, traces_dir), parse_mix(pool)
     if window_s is not None:
         items = window(items, 0.0, window_s)
     on_run("capacity probe")
@@ -111,7 +112,7 @@ def noisy(out: Path, pool: str = "a100-80:2", window_s: float = 1200.0, burst: f
 def plan(out: Path, window_s: float = 600.0, scale: float = 4.0, trace: str = "conv", policy: str = "shunter",
          max_evaluations: int = 40, traces_dir: Path = DEFAULT_TRACES_DIR, seed: int = 0,
          on_run: OnRun = _none) -> dict[str, Any]:
-    items = scale_load(window(load_azure(trace, traces_dir), 0.0, window_s), scale)
+    items = scale_load(window(load_items(trace, traces_dir), 0.0, window_s), scale)
     result: Plan = plan_pool(requests_for(items, None, seed), policy, max_evaluations=max_evaluations, seed=seed,
                              progress=lambda e: on_run(mix_label(e.mix)))
     on_run("cost by prompt length")

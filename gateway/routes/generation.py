@@ -227,6 +227,15 @@ def record_tokens(gateway: Gateway, call: Call, last: TextChunk) -> None:
     tokens.labels(call.tenant.name, call.model.name, "completion").inc(last.completion_tokens)
 
 
+def _observe_tpot(gateway: Gateway, call: Call, context: RequestContext, generated: int) -> None:
+    """Time per output token of a finished stream: first to last token over the tokens after the first."""
+    if context.ttft_s is None or generated < 2:
+        return
+    since_first_s = gateway.dispatcher.clock() - call.ticket.request.arrival_s - context.ttft_s
+    gateway.metrics.tpot_s.labels(call.model.name, call.tenant.tier.value,
+                                  call.ticket.dispatch.pool).observe(max(0.0, since_first_s) / (generated - 1))
+
+
 def chat_chunk(base: dict[str, Any], chunk: TextChunk) -> dict[str, Any]:
     delta = {"content": chunk.text} if chunk.text else {}
     return {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": chunk.finish_reason}]}
@@ -270,6 +279,7 @@ async def sse_stream(
                 pending_ids = ()
             if chunk.finish_reason is not None:
                 record_tokens(gateway, call, chunk)
+                _observe_tpot(gateway, call, context, chunk.completion_tokens)
                 if include_usage:
                     yield await events.event({**base, "choices": [], "usage": usage(chunk)})
         ending = COMPLETED

@@ -2,8 +2,9 @@
 
 ``SentenceEncoder.encode(texts)`` returns L2-normalised float32 vectors [N, 384]; inputs longer
 than ``max_tokens`` are truncated here as a last resort (the gateway rejects them before they
-arrive). ``EmbedHandler`` adapts it to the batched-model contract: input ``text`` (one string per
-row), output ``embedding``.
+arrive). Rows run in length buckets (``python_backends/length_buckets.py``; ``bucket_overhead_tokens``
+None: one call padded to the longest row). ``EmbedHandler`` adapts it to the batched-model
+contract: input ``text`` (one string per row), output ``embedding``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 from tokenizers import Encoding, Tokenizer
 
 from python_backends.batching import InvalidInputError, Tensors, decode_texts, onnx_session
+from python_backends.length_buckets import DEFAULT_CALL_OVERHEAD_TOKENS, run_bucketed
 
 
 def load_tokenizer(model_dir: Path, max_tokens: int) -> Tokenizer:
@@ -42,14 +44,18 @@ def pad_encodings(encodings: Sequence[Encoding]) -> dict[str, np.ndarray]:
 class SentenceEncoder:
     """all-MiniLM-L6-v2 exported by ``control/assets/minilm.py``."""
 
-    def __init__(self, model_dir: Path, max_tokens: int = 256, intra_op_threads: int = 1) -> None:
+    def __init__(self, model_dir: Path, max_tokens: int = 256, intra_op_threads: int = 1,
+                 bucket_overhead_tokens: int | None = DEFAULT_CALL_OVERHEAD_TOKENS) -> None:
         self.tokenizer = load_tokenizer(model_dir, max_tokens)
         self.session = onnx_session(str(model_dir / "model.onnx"), intra_op_threads)
+        self.bucket_overhead_tokens = bucket_overhead_tokens
 
     def embed_encodings(self, encodings: Sequence[Encoding]) -> np.ndarray:
-        feeds = pad_encodings(encodings)
-        result: np.ndarray = self.session.run(["sentence_embedding"], feeds)[0]
-        return result.astype(np.float32, copy=False)
+        def run(rows: Sequence[Encoding]) -> np.ndarray:
+            result: np.ndarray = self.session.run(["sentence_embedding"], pad_encodings(rows))[0]
+            return result.astype(np.float32, copy=False)
+        return run_bucketed([len(e.ids) for e in encodings], lambda rows: run([encodings[i] for i in rows]),
+                            self.bucket_overhead_tokens)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         return self.embed_encodings(self.tokenizer.encode_batch(list(texts)))
@@ -82,5 +88,12 @@ def build_handler(model_dir: Path, params: dict[str, str]) -> EmbedHandler:
         model_dir,
         max_tokens=int(params.get("max_tokens", "256")),
         intra_op_threads=int(params.get("intra_op_threads", "1")),
+        bucket_overhead_tokens=bucket_overhead(params),
     )
     return EmbedHandler(encoder)
+
+
+def bucket_overhead(params: dict[str, str]) -> int | None:
+    """The model parameter ``bucket_overhead_tokens`` (``off``: no length buckets)."""
+    value = params.get("bucket_overhead_tokens", str(DEFAULT_CALL_OVERHEAD_TOKENS))
+    return None if value == "off" else int(value)

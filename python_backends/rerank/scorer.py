@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+from tokenizers import Encoding
 
 from python_backends.batching import InvalidInputError, Tensors, decode_texts, onnx_session
-from python_backends.embed.encoder import SentenceEncoder, load_tokenizer, pad_encodings
+from python_backends.embed.encoder import SentenceEncoder, bucket_overhead, load_tokenizer, pad_encodings
+from python_backends.length_buckets import DEFAULT_CALL_OVERHEAD_TOKENS, run_bucketed
 
 CROSS_ENCODER_FILE = "cross_encoder.onnx"
 
@@ -40,16 +42,21 @@ class BiEncoderScorer:
 
 
 class CrossEncoderScorer:
-    def __init__(self, model_dir: Path, max_tokens: int, intra_op_threads: int) -> None:
+    def __init__(self, model_dir: Path, max_tokens: int, intra_op_threads: int,
+                 bucket_overhead_tokens: int | None = DEFAULT_CALL_OVERHEAD_TOKENS) -> None:
         self.tokenizer = load_tokenizer(model_dir, max_tokens)
         self.session = onnx_session(str(model_dir / CROSS_ENCODER_FILE), intra_op_threads)
         self.input_names = {i.name for i in self.session.get_inputs()}
+        self.bucket_overhead_tokens = bucket_overhead_tokens
 
     def score(self, queries: Sequence[str], documents: Sequence[str]) -> np.ndarray:
-        pairs = list(zip(queries, documents, strict=True))
-        feeds = pad_encodings(self.tokenizer.encode_batch(pairs))
-        logits = self.session.run(None, {k: v for k, v in feeds.items() if k in self.input_names})[0]
-        first = np.asarray(logits, dtype=np.float32).reshape(len(pairs), -1)[:, 0]
+        encodings = self.tokenizer.encode_batch(list(zip(queries, documents, strict=True)))
+        def run(rows: Sequence[Encoding]) -> np.ndarray:
+            feeds = pad_encodings(rows)
+            logits = self.session.run(None, {k: v for k, v in feeds.items() if k in self.input_names})[0]
+            return np.asarray(logits, dtype=np.float32).reshape(len(rows), -1)[:, 0]
+        first = run_bucketed([len(e.ids) for e in encodings], lambda rows: run([encodings[i] for i in rows]),
+                             self.bucket_overhead_tokens)
         return (1.0 / (1.0 + np.exp(-first))).astype(np.float32)
 
 
@@ -82,9 +89,10 @@ class RerankHandler:
 def load_scorer(model_dir: Path, params: dict[str, str]) -> Any:
     max_tokens = int(params.get("max_tokens", "256"))
     threads = int(params.get("intra_op_threads", "1"))
+    overhead = bucket_overhead(params)
     if (model_dir / CROSS_ENCODER_FILE).is_file():
-        return CrossEncoderScorer(model_dir, max_tokens, threads)
-    return BiEncoderScorer(SentenceEncoder(model_dir, max_tokens, threads))
+        return CrossEncoderScorer(model_dir, max_tokens, threads, overhead)
+    return BiEncoderScorer(SentenceEncoder(model_dir, max_tokens, threads, overhead))
 
 
 def build_handler(model_dir: Path, params: dict[str, str]) -> RerankHandler:

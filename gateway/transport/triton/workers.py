@@ -17,7 +17,9 @@ pod gets a client, a pod that left is closed and dropped (a call still bound to 
 A worker that fails a call (crashed, unreachable: ``mark_down``) is down at once, not at the next
 poll: nothing is ready on it, the ``on_refresh`` callbacks run (so the scheduler stops placing
 there), and it is polled every ``recovery_poll_s`` until a model is READY on it again, so that
-readiness returns within that interval of Triton's. gRPC's reconnect backoff (1 s growing to
+readiness returns within that interval of Triton's; so is a worker a refresh finds no longer ready.
+A worker that has not been ready (a replica slot the capacity controller has not started) is
+only polled with the others, every ``poll_interval_s``. gRPC's reconnect backoff (1 s growing to
 120 s by default, during which calls fail without trying) is capped at ``MAX_RECONNECT_BACKOFF_MS``:
 with the default, ``/readyz`` lagged a restarted worker by seconds.
 """
@@ -113,10 +115,11 @@ class WorkerPool:
     async def refresh(self) -> None:
         if self.discover is not None:
             await self.reconcile(await asyncio.to_thread(self.discover))
+        was_ready = {w.address.name for w in self.workers if w.ready_models}
         await asyncio.gather(*(self._refresh_worker(w) for w in self.workers))
         self._changed()
-        for worker in self.workers:
-            if not worker.ready_models:
+        for worker in self.workers:  # a worker never ready (a replica slot not started) is left to this poll
+            if not worker.ready_models and worker.address.name in was_ready:
                 self._recover(worker)
 
     def _changed(self) -> None:

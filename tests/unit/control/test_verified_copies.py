@@ -210,3 +210,22 @@ def test_a_key_trusted_after_start_is_accepted_and_an_untrusted_one_refused_with
     with pytest.raises(IntegrityError) as untrusted:
         VerifiedCopies(tmp_path / "verified-2", store, copies.trusted).fetch(uri, MODEL, 2)
     assert untrusted.value.code == "untrusted_key"
+
+
+def test_a_version_no_pool_can_run_is_refused_before_it_is_staged(
+        registry: Registry, copies: VerifiedCopies, tmp_path: Path) -> None:
+    from scheduling.capacity import CapacityProfile
+    from settings.stack import ModelSpec, PoolSpec
+
+    config = StackConfig(triton=TritonSettings(), models=(ModelSpec(name=MODEL, kind="embedding"),),
+                         pools=(PoolSpec(name="small", gpu_type="a10", models=(MODEL,)),
+                                PoolSpec(name="big", gpu_type="h100", models=(MODEL,), base_port=9200)))
+    profiles = {"a10": CapacityProfile("a10", 24, 1000, 512, 1000.0, 50.0, 1.0),
+                "h100": CapacityProfile("h100", 80, 1000, 512, 1000.0, 50.0, 4.0)}
+    deployer = Deployer(registry, copies, config, tmp_path / "repository", [], RolloutSettings(), profiles=profiles)
+    deployer.check_requirements(MODEL, 2, RuntimeRequirements("python", "embedding", min_gpu_memory_gb=40))  # h100
+    with pytest.raises(DeployError) as refused:
+        deployer.check_requirements(MODEL, 3, RuntimeRequirements("python", "embedding", min_gpu_memory_gb=100))
+    assert refused.value.code == "requirements_unmet"
+    assert "pool small: needs 100 GB of GPU memory, has 24; pool big: needs 100 GB of GPU memory, has 80" in str(
+        refused.value)

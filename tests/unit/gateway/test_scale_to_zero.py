@@ -47,7 +47,7 @@ async def cold(tmp_path: Path, artifacts_dir: object) -> AsyncIterator[InProcess
     async with app.router.lifespan_context(app), \
             httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gateway",
                               timeout=10.0) as client:
-        yield InProcessGateway(app, client, fakes[0])
+        yield InProcessGateway(app, client, fakes[0], PROJECT_ROOT / "var" / "logs")
 
 
 async def _held(gw: InProcessGateway, count: int) -> None:

@@ -99,3 +99,29 @@ def test_admin_routes_map_refusals_and_serve_the_replicas_document(controller: C
     metrics = client.get("/metrics").text
     assert 'shunter_capacity_desired_replicas{model="embed",pool="local-cpu"} 1.0' in metrics
     assert "shunter_capacity_decisions_total" in metrics
+
+
+def test_gateways_whose_metrics_need_a_token_are_read_with_it(controller: CapacityController) -> None:
+    """A gateway with ``metrics_token_file`` answers /metrics only with the token: the controller sends it."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Gateway(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            allowed = self.headers.get("Authorization") == "Bearer metrics-secret"
+            self.send_response(200 if allowed else 401)
+            self.end_headers()
+            self.wfile.write(b"" if allowed else b"token required")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Gateway)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        controller._gateway_urls = [f"http://127.0.0.1:{server.server_address[1]}"]
+        assert controller.run_once() == () and "401" in (controller.gateway_error or "")
+        controller._metrics_headers = {"Authorization": "Bearer metrics-secret"}
+        assert controller.run_once() and controller.gateway_error is None
+    finally:
+        server.shutdown()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from tritonclient.utils import InferenceServerException
+
 from gateway.transport.triton.workers import WorkerPool
 from settings.workers import WorkerAddress
 
@@ -35,5 +37,25 @@ async def test_a_failed_worker_is_down_at_once_and_ready_again_within_the_recove
                 break
             await asyncio.sleep(0.01)
         assert worker.ready_models == {"embed"} and refreshed[-1] == {"embed"}
+    finally:
+        await pool.close()
+
+
+async def test_a_worker_that_was_never_ready_is_not_recovery_polled() -> None:
+    """A replica slot nobody started answers nothing: the regular poll is enough for it."""
+    pool = WorkerPool.connect([ADDRESS], poll_interval_s=3600)
+    pool.recovery_poll_s = 0.01
+    calls = 0
+
+    async def index(**_: Any) -> dict[str, Any]:
+        nonlocal calls
+        calls += 1
+        raise InferenceServerException("failed to connect to all addresses")
+
+    pool.workers[0].client.get_model_repository_index = index  # type: ignore[method-assign]
+    await pool.start()
+    try:
+        await asyncio.sleep(0.1)
+        assert calls == 1 and not pool._recovering
     finally:
         await pool.close()
