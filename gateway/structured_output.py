@@ -21,7 +21,7 @@ from settings.stack import ModelSpec, StackConfig
 _ANY_OBJECT: dict[str, Any] = {"type": "object"}
 # One-line JSON with the usual separators: flexible whitespace let SmolLM2 at temperature 1.0
 # pad answers with newlines and indentation until max_tokens cut the object off.
-_LAYOUT = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+_LAYOUT: Any = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 
 
 def response_grammar(config: StackConfig, model: ModelSpec, response_format: ResponseFormat | None) -> str:
