@@ -44,7 +44,8 @@ def test_the_readme_example_at_the_sdks_default_sampling_answers_sensibly(sdk: o
 
 
 CITY_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["city", "population"],
-               "properties": {"city": {"type": "string", "maxLength": 24}, "population": {"type": "integer"}}}
+               "properties": {"city": {"type": "string", "maxLength": 24},
+                              "population": {"type": "integer", "minimum": 0, "maximum": 99_999_999}}}
 JSON_QUESTION: list[ChatCompletionUserMessageParam] = [
     {"role": "user", "content": "What is the capital of France and its population? Answer in JSON."}]
 
