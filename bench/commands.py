@@ -48,6 +48,7 @@ BENCHMARKS = (
     Command("loop_lag", "bench.loop_lag"),
     Command("length_buckets", "bench.length_buckets"),
     Command("chaos", "bench.chaos"),
+    Command("cli_startup", "bench.cli_startup"),
 )
 STUDIES = tuple(Command(f"studies.{name}", f"bench.studies.{name}") for name in (
     "fit_cpu_worker", "served_cost", "served_ttft", "fidelity_real", "fidelity_report",

@@ -134,7 +134,7 @@ def main(rounds: Annotated[int, typer.Option(min=1, max=20)] = 5,
         try:
             store = S3ArtifactStore(BUCKET, "m", endpoint_url=s3.endpoint_url)
             with httpx.Client(base_url=stack.control_url, timeout=600.0, headers={
-                    "Authorization": f"Bearer {admin_token(paths)}", "X-Shunter-Actor": "bench"}) as admin, \
+                    "Authorization": f"Bearer {admin_token(paths)}"}) as admin, \
                     Traffic(stack.gateway_url) as traffic:
                 for index in range(rounds):
                     _push(admin, store, paths, 2 + index, Path(tmp))

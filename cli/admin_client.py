@@ -1,7 +1,7 @@
 """The control admin API (``/admin/v1``) over HTTP, as the operator CLI calls it.
 
-One method per endpoint; each returns the parsed JSON body. Every request carries the admin bearer
-token and the actor (``X-Shunter-Actor``) that control writes into its audit log. Reads time out
+One method per endpoint; each returns the parsed JSON body. Every request carries the operator's
+bearer token; control writes that token's name into its audit log. Reads time out
 after ``timeout_s`` (30 s); registering a version (control downloads and verifies the artifact) and
 rollout actions (they wait for loads and drains) after ``long_timeout_s`` (600 s).
 
@@ -13,16 +13,20 @@ Errors::
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any, Literal
 from urllib.parse import quote
 
-import httpx
+# httpx imports its own command-line client (click, rich.syntax, pygments: about 80 ms) whenever
+# click is installed, which typer makes it; the CLI never runs it. A None entry makes that import
+# fail, and httpx then defines a stub instead (its documented fallback when the extras are missing).
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+import httpx  # noqa: E402
 
 DEFAULT_CONTROL_URL = "http://127.0.0.1:8081"
 DEFAULT_TIMEOUT_S = 30.0
 LONG_TIMEOUT_S = 600.0
-ACTOR_HEADER = "X-Shunter-Actor"
 ROLLOUT_ACTIONS = ("pause", "resume", "rollback")
 
 Sticky = Literal["request", "tenant", "user"]
@@ -66,11 +70,11 @@ def _segment(value: str | int) -> str:
 class AdminClient:
     """Blocking client of the control admin API; use as a context manager or call ``close()``."""
 
-    def __init__(self, base_url: str, token: str, actor: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+    def __init__(self, base_url: str, token: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
                  long_timeout_s: float = LONG_TIMEOUT_S, transport: httpx.BaseTransport | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.long_timeout_s = long_timeout_s
-        headers = {"Authorization": f"Bearer {token}", ACTOR_HEADER: actor}
+        headers = {"Authorization": f"Bearer {token}"}
         self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout_s, transport=transport)
 
     def __enter__(self) -> AdminClient:
@@ -170,6 +174,18 @@ class AdminClient:
         if subject is not None:
             params["subject"] = subject
         return self._call("GET", "/admin/v1/audit", params=params)
+
+    # ---- operator tokens (``shunter tokens``) ------------------------------------------------------
+
+    def tokens(self) -> list[dict[str, Any]]:
+        return self._call("GET", "/admin/v1/tokens")
+
+    def create_token(self, name: str, role: str, reason: str = "") -> dict[str, Any]:
+        """A new token; the answer's ``token`` is the only copy control ever gives out."""
+        return self._call("POST", "/admin/v1/tokens", body={"name": name, "role": role, "reason": reason})
+
+    def revoke_token(self, name: str, reason: str = "") -> dict[str, Any]:
+        return self._call("DELETE", f"/admin/v1/tokens/{_segment(name)}", params={"reason": reason})
 
     # ---- capacity (``shunter scale``) -------------------------------------------------------------
 

@@ -1,9 +1,11 @@
 """The ``shunter`` command: run the local stack, inspect it, operate the control plane, simulate.
 
 This package sits on top of the others: it may import ``control`` and ``simulator``, which the
-deployables never import from each other. Commands that run processes (``up``,
-``build-artifacts``) import the control plane's process code only when they run, so an operator
-command (``status``, ``models``, ``rollout``, ``hash-key``) loads the HTTP client and settings only.
+deployables never import from each other. Start-up is kept short (``python -m bench cli_startup``):
+the sub-commands' modules (``cli.ops``, ``cli.scale``, ``cli.sim``, ``cli.kubernetes``,
+``cli.tokens``) are imported only when one of their commands runs (``cli.lazy``), and the commands
+here import the control plane's process code, httpx and the pydantic settings inside their bodies;
+``tests/unit/cli/test_main.py`` checks that ``import cli.main`` loads none of them.
 
 ``shunter up`` starts everything in the foreground until Ctrl-C / SIGTERM; ``shunter status``
 shows workers, models and readiness from the control API; ``shunter render`` and
@@ -19,37 +21,42 @@ import threading
 from pathlib import Path
 from typing import Annotated, Any
 
-import httpx
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from cli.kubernetes import k8s_app
-from cli.observe.render import observe_app
-from cli.ops import ab_app, audit, keys_app, models_app, rollout_app
-from cli.scale import scale_app
-from cli.sim import sim_app
-from cli.top import top
-from cli.traffic import traffic_app
-from scheduling.scheduler import Policy
-from settings.gateway import load_gateway_settings
+from cli.lazy import LazyCommand, LazyGroup
+from scheduling.policy import Policy
 from settings.paths import StackPaths, admin_token
-from settings.tenants import hash_api_key
 
-app = typer.Typer(help="Shunter: GPU inference serving — local stack and operator commands.",
+
+class ShunterGroup(LazyGroup):
+    lazy = {
+        "ab": LazyCommand("cli.ops:ab_app", "A/B tests between versions (pause, promote or roll back with "
+                                            "`shunter rollout`)."),
+        "audit": LazyCommand("cli.ops:audit", "The control plane's audit log, newest first."),
+        "k8s": LazyCommand("cli.kubernetes:k8s_app", "Kubernetes manifests (deploy/kubernetes)."),
+        "keys": LazyCommand("cli.ops:keys_app", "ed25519 keys that sign artifacts."),
+        "observe": LazyCommand("cli.observe.render:observe_app", "Prometheus rules and Grafana dashboards "
+                                                                 "(docs/observability.md)."),
+        "models": LazyCommand("cli.ops:models_app", "Model versions in the registry: push signed artifacts, "
+                                                    "list them."),
+        "rollout": LazyCommand("cli.ops:rollout_app", "Canary rollouts: start, promote, pause, resume, roll back, "
+                                                      "show status."),
+        "scale": LazyCommand("cli.scale:scale_app", "Capacity: replicas per pool and model, their bounds and "
+                                                    "overrides."),
+        "sim": LazyCommand("cli.sim:sim_app", "Trace-driven simulator of GPU pools driving the scheduling core."),
+        "top": LazyCommand("cli.top:top", "A live view of models, queues, tenants, workers, replicas and rollouts "
+                                          "(Ctrl-C to leave)."),
+        "tokens": LazyCommand("cli.tokens:tokens_app", "Operator tokens for the admin API, with roles (admin "
+                                                       "only)."),
+        "traffic": LazyCommand("cli.traffic:traffic_app", "The gateways' recorded traffic (access logs) as a "
+                                                          "simulator trace."),
+    }
+
+
+app = typer.Typer(cls=ShunterGroup, help="Shunter: GPU inference serving — local stack and operator commands.",
                   no_args_is_help=True)
 console = Console()
-app.add_typer(sim_app, name="sim")
-app.add_typer(traffic_app, name="traffic")
-app.add_typer(models_app, name="models")
-app.add_typer(rollout_app, name="rollout")
-app.add_typer(ab_app, name="ab")
-app.add_typer(keys_app, name="keys")
-app.add_typer(scale_app, name="scale")
-app.add_typer(k8s_app, name="k8s")
-app.add_typer(observe_app, name="observe")
-app.command("top")(top)
-app.command("audit")(audit)
 
 ConfigDir = Annotated[Path, typer.Option(help="folder with pools.yaml, models.yaml, tenants.yaml")]
 StateDir = Annotated[Path, typer.Option(help="folder for artifacts, logs and state")]
@@ -89,6 +96,7 @@ def up(
     """Start Triton workers, the control service and the gateway; stop on Ctrl-C."""
     from control.prometheus import LocalPrometheus
     from control.stack import Listen, LocalStack
+    from settings.gateway import load_gateway_settings
 
     paths = _paths(config_dir, state_dir)
     if gateways > 1 and not load_gateway_settings(config_dir / "gateway.yaml").shared:
@@ -131,6 +139,7 @@ def up(
 def stack_scrape_config(stack: Any) -> dict[str, object]:
     """The local Prometheus' configuration for a started ``LocalStack``."""
     from control.prometheus import scrape_config
+    from settings.gateway import load_gateway_settings
 
     settings = load_gateway_settings(stack.paths.gateway_file)
     token = settings.metrics_token_file
@@ -139,6 +148,8 @@ def stack_scrape_config(stack: Any) -> dict[str, object]:
 
 
 def _admin_get(control_url: str, path: str, token: str) -> list[dict[str, Any]]:
+    import httpx
+
     try:
         response = httpx.get(f"{control_url}{path}", headers={"Authorization": f"Bearer {token}"}, timeout=5.0)
         response.raise_for_status()
@@ -155,6 +166,8 @@ def status(
     control_url: Annotated[str, typer.Option(help="control API base URL")] = "http://127.0.0.1:8081",
 ) -> None:
     """Show workers, their models and readiness, and the gateway processes."""
+    from rich.table import Table
+
     token = admin_token(_paths(StackPaths.config_dir, state_dir))
     table = Table(title="Triton workers")
     for column in ("worker", "pool", "gpu", "region", "grpc", "pid", "alive", "restarts", "models"):
@@ -175,6 +188,8 @@ def status(
 @app.command("hash-key")
 def hash_key(api_key: str) -> None:
     """Print the sha256 form of an API key, as stored in tenants.yaml."""
+    from settings.tenants import hash_api_key
+
     console.print(hash_api_key(api_key))
 
 

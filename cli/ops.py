@@ -2,19 +2,20 @@
 
 ``shunter models push|list``, ``shunter rollout start|promote|pause|resume|rollback|status``,
 ``shunter ab start|status``, ``shunter keys generate`` and ``shunter audit``. Every command but
-``keys generate`` talks to the control admin API through ``cli.admin_client.AdminClient``,
-as ``--actor`` (default ``$USER@hostname``). Expected failures (integrity, artifact store,
-configuration, the API) are printed in red with their code and exit with status 1, never a
-traceback; malformed arguments are usage errors (status 2). The control plane's artifact, signing
-and requirements code is imported by the commands that use it (``push``, ``keys generate``), so the
-commands that only call the admin API start without it.
+``keys generate`` talks to the control admin API through ``cli.admin_client.AdminClient``
+with the operator's token: ``$SHUNTER_TOKEN`` (a token from ``shunter tokens create``), else the
+bootstrap admin token in ``<state>/admin.token``; control audits under that token's name.
+Expected failures (integrity, artifact store, configuration, the API) are printed in red with
+their code and exit with status 1, never a traceback; malformed arguments are usage errors
+(status 2). The control plane's artifact, signing and requirements code is imported by the
+commands that use it (``push``, ``keys generate``), so the commands that only call the admin API
+start without it.
 """
 
 from __future__ import annotations
 
-import getpass
+import os
 import re
-import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -24,7 +25,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
 from cli.admin_client import DEFAULT_CONTROL_URL, ROLLOUT_ACTIONS, AdminApiError, AdminClient
 from cli.tables import (
@@ -37,9 +37,8 @@ from cli.tables import (
     version_table,
 )
 from control.errors import ControlError
-from settings.control import load_control_settings
+from settings.kinds import WorkloadKind
 from settings.paths import StackPaths, admin_token
-from settings.stack import ConfigError, WorkloadKind, load_stack_config
 
 if TYPE_CHECKING:
     from control.artifacts import ArtifactStore
@@ -67,37 +66,37 @@ class StickyMode(StrEnum):
 ConfigDir = Annotated[Path, typer.Option(help="folder with pools.yaml, models.yaml, control.yaml")]
 StateDir = Annotated[Path, typer.Option(help="folder for artifacts, logs, keys and state")]
 ControlUrl = Annotated[str, typer.Option(help="control API base URL")]
-Actor = Annotated[str | None, typer.Option(help="who acts, for the audit log (default: $USER@hostname)")]
 Reason = Annotated[str, typer.Option(help="why, for the audit log")]
 ModelArg = Annotated[str, typer.Argument(help="model name")]
 Sticky = Annotated[StickyMode, typer.Option(help="what keeps a caller on one version")]
 JsonOutput = Annotated[bool, typer.Option("--json", help="print the API's JSON, for scripts")]
 
 
-def default_actor() -> str:
-    try:
-        user = getpass.getuser()
-    except (OSError, KeyError):
-        user = "unknown"
-    return f"{user}@{socket.gethostname()}"
-
-
 def _paths(config_dir: Path, state_dir: Path) -> StackPaths:
     return StackPaths(config_dir=config_dir.resolve(), state_dir=state_dir.resolve())
 
 
-def _client(state_dir: Path, control_url: str, actor: str | None) -> AdminClient:
-    token = admin_token(_paths(StackPaths.config_dir, state_dir))
-    return AdminClient(control_url, token, actor or default_actor())
+TOKEN_ENV = "SHUNTER_TOKEN"
+
+
+def operator_token(state_dir: Path) -> str:
+    """The operator's own token (``$SHUNTER_TOKEN``), else the bootstrap admin token of ``state_dir``."""
+    return os.environ.get(TOKEN_ENV, "").strip() or admin_token(_paths(StackPaths.config_dir, state_dir))
+
+
+def _client(state_dir: Path, control_url: str) -> AdminClient:
+    return AdminClient(control_url, operator_token(state_dir))
 
 
 def _error_code(exc: Exception) -> str:
+    if isinstance(exc, AdminApiError):  # the common case, answered before the imports below
+        return f"{exc.code}, HTTP {exc.status}" if exc.status else exc.code
+    from control.artifact_layout import ArtifactLayoutError
     from control.artifacts import ArtifactExistsError, ArtifactStoreError
     from control.integrity import IntegrityError
+    from settings.base import ConfigError
 
-    if isinstance(exc, AdminApiError):
-        return f"{exc.code}, HTTP {exc.status}" if exc.status else exc.code
-    if isinstance(exc, IntegrityError):
+    if isinstance(exc, IntegrityError | ArtifactLayoutError):
         return exc.code
     if isinstance(exc, ArtifactStoreError):
         return "artifact_exists" if isinstance(exc, ArtifactExistsError) else "artifact_store"
@@ -146,11 +145,14 @@ def parse_variants(text: str) -> dict[int, int]:
 
 
 def _requirements(paths: StackPaths, name: str, kind: WorkloadKind | None, min_gpu_memory_gb: float,
-                  quantization: str | None) -> dict[str, Any]:
+                  quantization: str | None, directory: Path) -> dict[str, Any]:
     """What the version needs to run (``control.requirements``), from the stack config. Control
     registers versions of configured models only, so an unknown name is an error that lists the
-    configured ones; ``--kind`` must agree with the configured kind."""
+    configured ones; ``--kind`` must agree with the configured kind, and DIRECTORY's files must
+    fit the kind's layout (``control.artifact_layout``)."""
+    from control.artifact_layout import artifact_files, check_layout
     from control.requirements import runtime_requirements
+    from settings.stack import load_stack_config
 
     config = load_stack_config(paths.pools_file, paths.models_file)
     spec = config.model(name)
@@ -161,6 +163,7 @@ def _requirements(paths: StackPaths, name: str, kind: WorkloadKind | None, min_g
     if kind is not None and kind is not spec.kind:
         raise typer.BadParameter(f"{name} is a {spec.kind.value} model in {paths.models_file}, not {kind.value}",
                                  param_hint="--kind")
+    check_layout(spec, artifact_files(directory))
     requirements = runtime_requirements(config, name, None, min_gpu_memory_gb, quantization)
     return {**asdict(requirements), "gpu_types": list(requirements.gpu_types)}
 
@@ -181,6 +184,8 @@ def _check_version_is_free(client: AdminClient, store: ArtifactStore, name: str,
 
 def _upload(store: ArtifactStore, directory: Path, name: str, version: int, reuse: bool) -> str:
     """Upload with a progress bar (bytes, MB/s); the stored copy's URI if ``reuse`` and it exists."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
     if reuse and store.exists(name, version):
         console.print(f"{name} v{version} is already stored: registering that copy (control verifies it)")
         return store.uri_for(name, version)
@@ -210,20 +215,21 @@ def push(
     control_url: ControlUrl = DEFAULT_CONTROL_URL,
     state_dir: StateDir = StackPaths.state_dir,
     config_dir: ConfigDir = StackPaths.config_dir,
-    actor: Actor = None,
 ) -> None:
-    """Sign a copy of DIRECTORY, upload it and register the version. DIRECTORY is not written to;
+    """Check DIRECTORY against the kind's artifact layout, sign a copy, upload it and register the
+    version. DIRECTORY is not written to;
     a push that control refuses (an untrusted key, a bad manifest) leaves nothing stored."""
     from control.artifacts import open_store
     from control.integrity import load_private_key
     from control.signed_copy import signed_copy
+    from settings.control import load_control_settings
 
     paths = _paths(config_dir, state_dir)
     with operator_errors():
         settings = load_control_settings(paths.control_file, paths.state_dir)
-        requirements = _requirements(paths, name, kind, min_gpu_memory_gb, quantization)
+        requirements = _requirements(paths, name, kind, min_gpu_memory_gb, quantization, directory)
         artifact_store = open_store(store or settings.artifact_store)
-        with _client(paths.state_dir, control_url, actor) as client:
+        with _client(paths.state_dir, control_url) as client:
             _check_version_is_free(client, artifact_store, name, version, reuse_upload)
             private_key = load_private_key(key or settings.local_signing_key)
             console.print(f"hashing and signing a copy of {escape(str(directory))}…")
@@ -252,9 +258,9 @@ def _register_or_remove(client: AdminClient, store: ArtifactStore, name: str, ve
 
 @models_app.command("list")
 def models_list(json_output: JsonOutput = False, control_url: ControlUrl = DEFAULT_CONTROL_URL,
-                state_dir: StateDir = StackPaths.state_dir, actor: Actor = None) -> None:
+                state_dir: StateDir = StackPaths.state_dir) -> None:
     """Models, their versions with states, and the live traffic weights."""
-    with operator_errors(), _client(state_dir, control_url, actor) as client:
+    with operator_errors(), _client(state_dir, control_url) as client:
         models = client.list_models()
     if json_output:
         console.print_json(data=models)
@@ -269,10 +275,9 @@ def models_delete(
     reason: Reason = "",
     control_url: ControlUrl = DEFAULT_CONTROL_URL,
     state_dir: StateDir = StackPaths.state_dir,
-    actor: Actor = None,
 ) -> None:
     """Delete a version that never served: its record, stored artifact and verified copy."""
-    with operator_errors(), _client(state_dir, control_url, actor) as client:
+    with operator_errors(), _client(state_dir, control_url) as client:
         freed = client.delete_version(model, version, reason)
     console.print(f"deleted {escape(model)} v{version}: stored artifact "
                   f"{'deleted' if freed['store_deleted'] else 'kept (stored elsewhere)'}, "
@@ -286,11 +291,10 @@ def models_prune(
     reason: Reason = "",
     control_url: ControlUrl = DEFAULT_CONTROL_URL,
     state_dir: StateDir = StackPaths.state_dir,
-    actor: Actor = None,
 ) -> None:
     """Delete the stored artifacts and verified copies of retired and failed versions (their
     records stay), keeping the version `rollout undo` would bring back."""
-    with operator_errors(), _client(state_dir, control_url, actor) as client:
+    with operator_errors(), _client(state_dir, control_url) as client:
         result = client.prune(dry_run, reason)
     if json_output:
         console.print_json(data=result)
@@ -307,10 +311,9 @@ def rollout_start(
     reason: Reason = "",
     control_url: ControlUrl = DEFAULT_CONTROL_URL,
     state_dir: StateDir = StackPaths.state_dir,
-    actor: Actor = None,
 ) -> None:
     """Start a canary: load version TO and send it CANARY percent of MODEL's traffic."""
-    with (operator_errors(), _client(state_dir, control_url, actor) as client,
+    with (operator_errors(), _client(state_dir, control_url) as client,
           console.status(f"loading v{to} and shifting {canary:g}% of {model}…")):
         result = client.start_canary(model, to, canary, sticky.value, reason)
     print_status(result)
@@ -318,8 +321,8 @@ def rollout_start(
 
 def _action_command(action: str, summary: str) -> Callable[..., None]:
     def command(model: ModelArg, reason: Reason = "", control_url: ControlUrl = DEFAULT_CONTROL_URL,
-                state_dir: StateDir = StackPaths.state_dir, actor: Actor = None) -> None:
-        with (operator_errors(), _client(state_dir, control_url, actor) as client,
+                state_dir: StateDir = StackPaths.state_dir) -> None:
+        with (operator_errors(), _client(state_dir, control_url) as client,
               console.status(f"{action} {model}: waiting for control…")):
             result = client.rollout_action(model, action, reason)
         print_status(result)
@@ -345,10 +348,9 @@ def rollout_promote(
     reason: Reason = "",
     control_url: ControlUrl = DEFAULT_CONTROL_URL,
     state_dir: StateDir = StackPaths.state_dir,
-    actor: Actor = None,
 ) -> None:
     """Finish the rollout: the candidate (or --to N) takes all of MODEL's traffic; the others drain."""
-    with (operator_errors(), _client(state_dir, control_url, actor) as client,
+    with (operator_errors(), _client(state_dir, control_url) as client,
           console.status(f"promote {model}: moving traffic and draining…")):
         result = client.promote(model, to, reason)
     print_status(result)
@@ -362,21 +364,20 @@ def rollout_undo(
     reason: Reason = "",
     control_url: ControlUrl = DEFAULT_CONTROL_URL,
     state_dir: StateDir = StackPaths.state_dir,
-    actor: Actor = None,
 ) -> None:
     """Bring back MODEL's previous live version at any time after a rollout ended; it is loaded and
     warmed before traffic moves, and the replaced version drains before it is unloaded."""
     target = f"v{to}" if to is not None else "the previous version"
-    with (operator_errors(), _client(state_dir, control_url, actor) as client,
+    with (operator_errors(), _client(state_dir, control_url) as client,
           console.status(f"undo {model}: loading {target}, moving traffic, draining…")):
         result = client.undo(model, to, reason)
     print_status(result)
 
 
 def status(model: ModelArg, json_output: JsonOutput = False, control_url: ControlUrl = DEFAULT_CONTROL_URL,
-           state_dir: StateDir = StackPaths.state_dir, actor: Actor = None) -> None:
+           state_dir: StateDir = StackPaths.state_dir) -> None:
     """Alias weights, the rollout, per-version window metrics and the last verdict."""
-    with operator_errors(), _client(state_dir, control_url, actor) as client:
+    with operator_errors(), _client(state_dir, control_url) as client:
         result = client.rollout_status(model)
     if json_output:
         console.print_json(data=result)
@@ -396,14 +397,13 @@ def ab_start(
     reason: Reason = "",
     control_url: ControlUrl = DEFAULT_CONTROL_URL,
     state_dir: StateDir = StackPaths.state_dir,
-    actor: Actor = None,
 ) -> None:
     """Split MODEL's traffic between versions by the given weights."""
     try:
         weights = parse_variants(variants)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--variants") from exc
-    with (operator_errors(), _client(state_dir, control_url, actor) as client,
+    with (operator_errors(), _client(state_dir, control_url) as client,
           console.status(f"loading {', '.join(f'v{v}' for v in weights)} and splitting {model}…")):
         result = client.start_ab(model, weights, sticky.value, reason)
     print_status(result)
@@ -419,7 +419,6 @@ def keys_generate(
     control_url: ControlUrl = DEFAULT_CONTROL_URL,
     state_dir: StateDir = StackPaths.state_dir,
     config_dir: ConfigDir = StackPaths.config_dir,
-    actor: Actor = None,
 ) -> None:
     """Generate an ed25519 signing key pair and print its key id; with --trust, control trusts it."""
     from control.integrity import generate_keypair
@@ -438,7 +437,7 @@ def keys_generate(
         if not trust:
             console.print(f"not trusted yet: `shunter keys trust {escape(name)}` makes control trust it")
             return
-        with _client(paths.state_dir, control_url, actor) as client:
+        with _client(paths.state_dir, control_url) as client:
             client.trust_key(name, public.read_text(), reason)
     console.print(f"trusted by control as [bold]{escape(name)}[/] (takes effect at once)")
 
@@ -451,13 +450,12 @@ def keys_trust(
     reason: Reason = "",
     control_url: ControlUrl = DEFAULT_CONTROL_URL,
     state_dir: StateDir = StackPaths.state_dir,
-    actor: Actor = None,
 ) -> None:
     """Have control trust a public key (effective at once, audited)."""
     if not _KEY_NAME.match(name):
         raise typer.BadParameter("use letters, digits, '.', '_' or '-' (64 at most)", param_hint="NAME")
     path = public_key or state_dir.resolve() / "keys" / f"{name}.pub"
-    with operator_errors(), _client(state_dir, control_url, actor) as client:
+    with operator_errors(), _client(state_dir, control_url) as client:
         result = client.trust_key(name, path.read_text(), reason)
     console.print(f"trusted [bold]{escape(name)}[/] (key id {result['key_id']})"
                   + ("" if result["changed"] else ": it already was"))
@@ -469,10 +467,9 @@ def keys_untrust(
     reason: Reason = "",
     control_url: ControlUrl = DEFAULT_CONTROL_URL,
     state_dir: StateDir = StackPaths.state_dir,
-    actor: Actor = None,
 ) -> None:
     """Stop trusting a key: registrations signed by it are refused from now on (audited)."""
-    with operator_errors(), _client(state_dir, control_url, actor) as client:
+    with operator_errors(), _client(state_dir, control_url) as client:
         result = client.untrust_key(name, reason)
     console.print(f"no longer trusted: [bold]{escape(name)}[/] (key id {', '.join(result['key_id'])})")
 
@@ -482,10 +479,9 @@ def keys_list(
     json_output: JsonOutput = False,
     control_url: ControlUrl = DEFAULT_CONTROL_URL,
     state_dir: StateDir = StackPaths.state_dir,
-    actor: Actor = None,
 ) -> None:
     """The keys control trusts."""
-    with operator_errors(), _client(state_dir, control_url, actor) as client:
+    with operator_errors(), _client(state_dir, control_url) as client:
         keys = client.trusted_keys()
     if json_output:
         console.print_json(data=keys)
@@ -499,10 +495,9 @@ def audit(
     json_output: JsonOutput = False,
     control_url: ControlUrl = DEFAULT_CONTROL_URL,
     state_dir: StateDir = StackPaths.state_dir,
-    actor: Actor = None,
 ) -> None:
     """The control plane's audit log, newest first."""
-    with operator_errors(), _client(state_dir, control_url, actor) as client:
+    with operator_errors(), _client(state_dir, control_url) as client:
         entries = client.audit(model, limit)
     if json_output:
         console.print_json(data=entries)

@@ -4,8 +4,8 @@
 starting / draining replicas, the signals behind the last decision, the decision with its reason
 and numbers, the cap holding it back and any live override. ``scale set MODEL --pool P --min N
 --max M`` changes the warm minimum and the maximum; ``scale override MODEL --pool P --replicas N
---for 30m --reason "..."`` sets an expiring count above the caps. Both are audited as ``--actor``.
-Malformed arguments are usage errors (exit 2); control's refusals are printed with their code
+--for 30m --reason "..."`` sets an expiring count above the caps. Both are audited under the
+operator's token name. Malformed arguments are usage errors (exit 2); control's refusals are printed with their code
 (exit 1), as in ``cli.ops``.
 """
 
@@ -21,7 +21,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from cli.admin_client import DEFAULT_CONTROL_URL
-from cli.ops import Actor, ControlUrl, Reason, StateDir, _client, operator_errors
+from cli.ops import ControlUrl, Reason, StateDir, _client, operator_errors
 from cli.tables import NONE, when
 from settings.paths import StackPaths
 
@@ -50,7 +50,7 @@ def parse_duration(text: str) -> float:
 def status(as_json: Annotated[bool, typer.Option("--json", help="print the JSON document")] = False,
            control_url: ControlUrl = DEFAULT_CONTROL_URL, state_dir: StateDir = StackPaths.state_dir) -> None:
     """Replicas per pool and model, the signals and the last decision behind them."""
-    with operator_errors(), _client(state_dir, control_url, None) as client:
+    with operator_errors(), _client(state_dir, control_url) as client:
         document = client.capacity_status()
     if as_json:
         typer.echo(json.dumps(document, indent=2, sort_keys=True))
@@ -63,12 +63,12 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="print the JSON 
 def set_bounds(model: ModelArg, pool: Pool,
                min_replicas: Annotated[int, typer.Option("--min", min=0, help="warm minimum")],
                max_replicas: Annotated[int, typer.Option("--max", min=0, help="maximum")],
-               reason: Reason = "", actor: Actor = None, control_url: ControlUrl = DEFAULT_CONTROL_URL,
+               reason: Reason = "", control_url: ControlUrl = DEFAULT_CONTROL_URL,
                state_dir: StateDir = StackPaths.state_dir) -> None:
     """Set the warm minimum and the maximum of MODEL on a pool."""
     if min_replicas > max_replicas:
         raise typer.BadParameter(f"--min {min_replicas} is above --max {max_replicas}", param_hint="--min")
-    with operator_errors(), _client(state_dir, control_url, actor) as client:
+    with operator_errors(), _client(state_dir, control_url) as client:
         client.set_capacity(model, pool, min_replicas, max_replicas, reason)
     console.print(f"{escape(model)} on {escape(pool)}: min {min_replicas}, max {max_replicas}")
 
@@ -78,8 +78,7 @@ def override(model: ModelArg, pool: Pool,
              replicas: Annotated[int, typer.Option("--replicas", min=0, help="replicas while it lasts")],
              duration: Annotated[str, typer.Option("--for", help="how long: 30m, 1h30m, 90s, 2d")],
              reason: Annotated[str, typer.Option(help="why, for the audit log (required)")],
-             actor: Actor = None, control_url: ControlUrl = DEFAULT_CONTROL_URL,
-             state_dir: StateDir = StackPaths.state_dir) -> None:
+             control_url: ControlUrl = DEFAULT_CONTROL_URL, state_dir: StateDir = StackPaths.state_dir) -> None:
     """Run REPLICAS of MODEL on a pool for a while, above its caps (audited)."""
     try:
         for_s = parse_duration(duration)
@@ -87,7 +86,7 @@ def override(model: ModelArg, pool: Pool,
         raise typer.BadParameter(str(exc), param_hint="--for") from exc
     if not reason.strip():
         raise typer.BadParameter("say why (it goes into the audit log)", param_hint="--reason")
-    with operator_errors(), _client(state_dir, control_url, actor) as client:
+    with operator_errors(), _client(state_dir, control_url) as client:
         document = client.override_capacity(model, pool, replicas, for_s, reason)
     rows = [r for r in document.get("rows", []) if r.get("model") == model and r.get("pool") == pool]
     row: dict[str, Any] = rows[0] if rows else {}

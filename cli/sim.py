@@ -153,15 +153,18 @@ def speed(out: Out = DEFAULT_OUT, pool: Pool = "h100:16", policy: str = "shunter
 def autoscale(out: Out = DEFAULT_OUT, gpu: Annotated[str, typer.Option(help="GPU type of the pool")] = "a10",
               day_s: Annotated[float, typer.Option(min=600, help="simulated seconds that play the 24 h day")] = 7200.0,
               peak_replicas: Annotated[int, typer.Option(min=1, max=64, help="replicas the diurnal peak needs")] = 8,
-              traces_dir: Traces = DEFAULT_TRACES_DIR, seed: Seed = 0) -> None:
-    """One day with a 10x diurnal swing and a 3x spike: static peak, static mean, request-rate HPA, shunter."""
+              traces_dir: Traces = DEFAULT_TRACES_DIR, seed: Seed = 0,
+              jobs: Annotated[int, typer.Option(min=1, max=64, help="policies simulated at once (processes)")] = 2
+              ) -> None:
+    """One day with a 10x diurnal swing of work, a 3x spike and a drifting mix: static peak, static
+    mean, request-rate HPA (swept targets), shunter."""
     from simulator.perf.hardware import GPUS
 
     if gpu not in GPUS:
         raise typer.BadParameter(f"unknown GPU type {gpu!r}; known: {', '.join(GPUS)}", param_hint="--gpu")
     suite = _suite()
-    with _progress(5, "autoscale") as on_run:
-        headline = suite.autoscale(out, gpu, day_s, peak_replicas, traces_dir, seed, on_run)
+    with _progress(8, "autoscale") as on_run:
+        headline = suite.autoscale(out, gpu, day_s, peak_replicas, traces_dir, seed, on_run, jobs)
     _show("autoscale", {k: v for k, v in headline.items() if k not in ("policies", "spec")})
 
 

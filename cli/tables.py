@@ -233,3 +233,14 @@ def prune_table(result: Mapping[str, Any]) -> Table:
                       "deleted" if item.get("store_deleted") else NONE,
                       f"{float(item.get('verified_bytes') or 0) / 1e6:.1f} MB")
     return table
+
+
+def tokens_table(tokens: Sequence[Mapping[str, Any]]) -> Table:
+    """``GET /admin/v1/tokens``: name, role, created (when, by whom); tokens themselves are never listed."""
+    table = Table(title="Operator tokens")
+    for column in ("name", "role", "created", "created by"):
+        table.add_column(column)
+    for token in tokens:
+        table.add_row(escape(_text(token.get("name"))), _text(token.get("role")), when(token.get("created_at")),
+                      escape(_text(token.get("created_by"))))
+    return table

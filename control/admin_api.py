@@ -1,11 +1,12 @@
 """The control plane's admin API: registry, routing, rollouts and the audit log over HTTP.
 
-Authenticated with the admin bearer token (``service.py``); the acting user is the
-``X-Shunter-Actor`` header (recorded in the audit log). Errors leave as
+Authenticated and authorised per route by ``control/operator_auth.py`` (bearer tokens with
+roles); the audit log's actor is the authenticated token's name. Errors leave as
 ``{"error": {"message", "type", "code"}}`` with the status mapped in ``error_status``, one place:
-validation 422, unknown 404, conflicts 409, an artifact that fails its integrity check 422 with the
-integrity code (``digest_mismatch``, ``untrusted_key``, …), a gateway that did not confirm 504,
-any other ``ControlError`` 500.
+401 unauthenticated, 403 forbidden (with ``required_role``), validation 422, unknown 404,
+conflicts 409, an artifact that fails its integrity check 422 with the integrity code
+(``digest_mismatch``, ``untrusted_key``, …), a gateway that did not confirm 504, any other
+``ControlError`` 500.
 The rollout endpoints block until the action is done (loads, warmup, drains), bounded by
 ``control.yaml``'s timeouts. ``GET /admin/v1/routing`` is what gateways poll.
 """
@@ -15,10 +16,11 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from control.artifact_layout import ArtifactLayoutError, check_layout
 from control.artifacts import ArtifactStoreError
 from control.capacity.controller import CapacityError
 from control.control_plane import ControlPlane
@@ -27,6 +29,7 @@ from control.errors import ControlError
 from control.gateway_probe import GatewayProbeError
 from control.housekeeping import HousekeepingError, delete_unserved, prune
 from control.integrity import IntegrityError
+from control.operator_auth import AccessError, Actor
 from control.registry import (
     AliasRecord,
     RegistryConflictError,
@@ -42,7 +45,6 @@ from settings.stack import ConfigError
 from settings.tenants import load_tenants
 
 router = APIRouter(prefix="/admin/v1")
-Actor = Annotated[str, Header(alias="X-Shunter-Actor", max_length=200)]
 
 
 class _Body(BaseModel):
@@ -89,15 +91,19 @@ def error_response(exc: ControlError) -> JSONResponse:
     """The error body of ``exc``, with the status ``error_status`` maps it to."""
     status, code = error_status(exc)
     kind = "invalid_request_error" if status < 500 else "server_error"
-    return JSONResponse({"error": {"message": str(exc), "type": kind, "code": code}}, status_code=status)
+    error: dict[str, Any] = {"message": str(exc), "type": kind, "code": code}
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    if isinstance(exc, AccessError) and exc.required_role is not None:
+        error["required_role"] = exc.required_role.value
+    return JSONResponse({"error": error}, status_code=status, headers=headers)
 
 
 def error_status(exc: ControlError) -> tuple[int, str]:
     """The one mapping of the control plane's errors (``control/errors.py``) to (HTTP status, code)."""
     match exc:
-        case ControlApiError() | RolloutError() | HousekeepingError() | CapacityError():
+        case ControlApiError() | RolloutError() | HousekeepingError() | CapacityError() | AccessError():
             return exc.status, exc.code
-        case IntegrityError() | DeployError():
+        case IntegrityError() | DeployError() | ArtifactLayoutError():
             return 422, exc.code
         case RegistryNotFoundError():
             return 404, "not_found"
@@ -180,15 +186,18 @@ def models(request: Request) -> list[dict[str, Any]]:
 @router.post("/models/{model}/versions", status_code=201)
 def register_version(model: str, body: RegisterBody, request: Request, actor: Actor) -> dict[str, Any]:
     """Download the artifact and verify its signed manifest into its verified copy (which staging
-    reuses), then register the version."""
+    reuses), check its files against the kind's layout (``control/artifact_layout.py``), then
+    register the version. A refusal is audited (``version.refused`` with its code)."""
     plane = _plane(request)
-    if plane.config.model(known_model(plane, model)) is None:
+    spec = plane.config.model(known_model(plane, model))
+    if spec is None:
         raise ControlApiError(404, "model_not_configured", f"model {model} is not served by this stack")
     if plane.registry.version(model, body.version) is not None:
         raise ControlApiError(409, "version_exists", f"{model} version {body.version} is already registered")
     try:
         verified = plane.deployer.copies.fetch(body.artifact_uri, model, body.version)
-    except IntegrityError as exc:
+        check_layout(spec, verified.manifest.files)
+    except (IntegrityError, ArtifactLayoutError) as exc:
         plane.registry.audit(actor, "version.refused", model, body.reason,
                              {"version": body.version, "code": exc.code, "message": str(exc)})
         raise

@@ -13,6 +13,7 @@ callers that catch it still do. The admin API maps the tree to HTTP statuses in 
     │   ├── ArtifactExistsError      the version is already stored; versions are immutable
     │   └── ArtifactNotFoundError    nothing is stored under the URI or version
     ├── IntegrityError               integrity.py: an artifact or key failed a check (``code``)
+    ├── ArtifactLayoutError          artifact_layout.py [ValueError]: an artifact's files do not fit its kind
     ├── RegistryError                registry/errors.py: the registry refused a call
     │   ├── RegistryConflictError    the change collides with what is stored
     │   ├── RegistryNotFoundError    the model, version or rollout named is not registered
@@ -30,6 +31,7 @@ callers that catch it still do. The admin API maps the tree to HTTP statuses in 
     ├── ExportVerificationError      assets/efficientnet_lite.py [RuntimeError]: the ONNX export disagrees
     ├── CapacityError                capacity/controller.py: a capacity change is refused (``status``, ``code``)
     ├── HousekeepingError            housekeeping.py: a deletion would lose what is still needed (``code``, ``status``)
+    ├── AccessError                  operator_auth.py: no valid token (401) or too low a role (403) (``code``)
     └── ControlApiError              admin_api.py: the admin API refuses a request (``status``, ``code``)
 """
 

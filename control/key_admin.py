@@ -17,18 +17,18 @@ from typing import Annotated, Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from fastapi import APIRouter, Header, Path, Request
+from fastapi import APIRouter, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from control.admin_api import ControlApiError
 from control.control_plane import ControlPlane
 from control.integrity import PUBLIC_KEY_SUFFIXES, key_id
+from control.operator_auth import Actor
 
 KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 MAX_PEM_CHARS = 4096
 
 router = APIRouter(prefix="/admin/v1/keys")
-Actor = Annotated[str, Header(alias="X-Shunter-Actor", max_length=200)]
 KeyName = Annotated[str, Path(pattern=KEY_NAME.pattern)]
 
 

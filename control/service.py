@@ -1,18 +1,18 @@
 """The control service: the admin API's app, with workers and readiness here and the registry,
 routing, rollout and audit routes from ``admin_api.py``.
 
-Every ``/admin`` route is authenticated with the admin bearer token, separate from tenant API
-keys. The CLI and the gateways' routing pollers call it; it never serves inference.
+Every ``/admin`` route is authenticated and authorised by ``control/operator_auth.py``: the
+bootstrap admin token or a personal operator token with a role, separate from tenant API keys.
+The CLI and the gateways' routing pollers call it; it never serves inference.
 """
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any
+from typing import Any
 
 import httpx
-from fastapi import Depends, FastAPI, Header, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -27,7 +27,9 @@ from control.control_plane import ControlPlane
 from control.errors import ControlError
 from control.key_admin import router as key_router
 from control.observability import RolloutCollector, prometheus_targets
+from control.operator_auth import authorizer
 from control.supervisor import Supervisor
+from control.token_admin import router as token_router
 from settings.access_log import AccessLog
 from settings.stack import StackConfig
 from settings.workers import WorkerAddress
@@ -46,10 +48,8 @@ def create_control_app(config: StackConfig, supervisor: Supervisor | None, admin
     if access_log is not None:
         app.add_middleware(ControlAccessLogMiddleware, access_log=access_log)
 
-    def require_admin(authorization: Annotated[str, Header()] = "") -> None:
-        expected = f"Bearer {admin_token}"
-        if not hmac.compare_digest(authorization.encode(), expected.encode()):
-            raise ControlApiError(401, "invalid_admin_token", "admin token required")
+    registry = plane.registry if plane is not None else capacity.registry if capacity is not None else None
+    authorize = authorizer(admin_token, registry.operator_token if registry is not None else None)
 
     async def control_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ControlError)
@@ -65,10 +65,11 @@ def create_control_app(config: StackConfig, supervisor: Supervisor | None, admin
     app.add_exception_handler(RequestValidationError, validation_error)
     if plane is not None:
         app.state.control_plane = plane
-        app.include_router(admin_router, dependencies=[Depends(require_admin)])
-        app.include_router(key_router, dependencies=[Depends(require_admin)])
+        app.include_router(admin_router, dependencies=[Depends(authorize)])
+        app.include_router(key_router, dependencies=[Depends(authorize)])
+        app.include_router(token_router, dependencies=[Depends(authorize)])
     app.state.replicas, app.state.capacity = replicas, capacity
-    app.include_router(capacity_router, dependencies=[Depends(require_admin)])
+    app.include_router(capacity_router, dependencies=[Depends(authorize)])
 
     rollouts = CollectorRegistry()
     if plane is not None:
@@ -83,14 +84,14 @@ def create_control_app(config: StackConfig, supervisor: Supervisor | None, admin
             text += generate_latest(capacity.metrics.registry)
         return Response(text, media_type=CONTENT_TYPE_LATEST)
 
-    @app.get("/admin/v1/prometheus/targets", dependencies=[Depends(require_admin)])
+    @app.get("/admin/v1/prometheus/targets", dependencies=[Depends(authorize)])
     def targets() -> list[dict[str, object]]:
         """The Triton workers' metrics endpoints, in Prometheus' HTTP service discovery format."""
         if supervisor is None:
             return prometheus_targets(plane.deployer.discover() if plane and plane.deployer.discover else [])
         return prometheus_targets([worker.address for worker in list(supervisor.workers)])
 
-    @app.get("/admin/v1/workers", dependencies=[Depends(require_admin)])
+    @app.get("/admin/v1/workers", dependencies=[Depends(authorize)])
     def workers() -> list[dict[str, Any]]:
         if supervisor is None:
             return _remote_rows(plane.deployer.discover() if plane and plane.deployer.discover else [])
@@ -107,11 +108,11 @@ def create_control_app(config: StackConfig, supervisor: Supervisor | None, admin
                 })
         return rows
 
-    @app.get("/admin/v1/gateways", dependencies=[Depends(require_admin)])
+    @app.get("/admin/v1/gateways", dependencies=[Depends(authorize)])
     def gateway_processes() -> list[dict[str, Any]]:
         return gateways() if gateways is not None else []
 
-    @app.get("/admin/v1/models", dependencies=[Depends(require_admin)])
+    @app.get("/admin/v1/models", dependencies=[Depends(authorize)])
     def models() -> list[dict[str, Any]]:
         return [
             {"name": m.name, "kind": m.kind.value, "version": m.version,

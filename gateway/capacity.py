@@ -21,6 +21,9 @@ requests each time ``/metrics`` is read:
     shunter_capacity_held_requests{model}               requests held for a cold start
     shunter_capacity_arrived_tokens_total{model,kind}   tokens of requests that reached admission
                                                         (kind: prompt | output), for arrival rates
+    shunter_capacity_tenant_tokens_total{model,tenant}  the same, prompt + output, by (configured)
+                                                        tenant: the tenants' shares of the demand
+    shunter_capacity_held_region_requests{model,region} held requests that may run in the region
 
 Token counts are the core's cost tokens (a model's ``token_cost_factor`` applied; a model without
 tokens, vision, counts its rows). A queued request is not placed yet: its tokens are split evenly
@@ -114,9 +117,12 @@ class CapacitySignals:
         for flight in scheduler.in_flight.values():
             _add(inflight, (flight.pool, flight.request.model), *_prompt_and_output(flight.request))
         held = scheduler.held_requests()
+        held_regions = self._held_regions(r for r in scheduler.queue.queued() if scheduler.is_cold(r.model))
         m = self.metrics
         for model, pools in self.plan.pools.items():
             m.capacity_held_requests.labels(model).set(held.get(model, 0))
+            for region in sorted(set(pools.regions.values())):
+                m.capacity_held_regions.labels(model, region).set(held_regions.get((model, region), 0))
             for pool in pools.regions:
                 prompt, output = pending.get((pool, model), (0.0, 0.0))
                 m.capacity_pending_tokens.labels(pool, model, "prompt").set(prompt)
@@ -133,9 +139,22 @@ class CapacitySignals:
                 _add(pending, (pool, request.model), prompt / len(pools), output / len(pools))
         return pending
 
+    def _held_regions(self, held: Iterable[Request]) -> dict[tuple[str, str], int]:
+        """(model, region) -> held requests whose tenant may run in the region."""
+        counts: dict[tuple[str, str], int] = {}
+        for request in held:
+            model_pools = self.plan.pools.get(request.model)
+            if model_pools is None:
+                continue
+            for region in {model_pools.regions[p] for p in model_pools.for_request(request)}:
+                counts[(request.model, region)] = counts.get((request.model, region), 0) + 1
+        return counts
+
     def arrived(self, request: Request) -> None:
-        """Count a request that reached admission (any decision) in the arrival counters."""
+        """Count a request that reached admission (any decision) in the arrival counters, in all
+        and by tenant (a configured tenant's name)."""
         if request.model in self.plan.pools:
             prompt, output = _prompt_and_output(request)
             self.metrics.capacity_arrived_tokens.labels(request.model, "prompt").inc(prompt)
             self.metrics.capacity_arrived_tokens.labels(request.model, "output").inc(output)
+            self.metrics.capacity_tenant_tokens.labels(request.model, request.tenant.name).inc(prompt + output)

@@ -104,3 +104,10 @@ class GatewayMetrics:
         self.capacity_arrived_tokens = Counter(
             "shunter_capacity_arrived_tokens", "Cost tokens of requests that reached admission, by kind",
             ["model", "kind"], registry=r)
+        self.capacity_tenant_tokens = Counter(
+            "shunter_capacity_tenant_tokens", "Cost tokens (prompt + max output) of requests that reached "
+            "admission, by tenant: the tenants' shares of a model's demand", ["model", "tenant"], registry=r)
+        self.capacity_held_regions = Gauge(
+            "shunter_capacity_held_region_requests", "Requests held for a cold start that may run in the "
+            "region (a tenant that names no regions may run in any of the model's)", ["model", "region"],
+            registry=r)

@@ -37,7 +37,6 @@ import heapq
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 
 from scheduling.admission import AdmissionConfig, AdmissionControl
 from scheduling.endpoint import Endpoint
@@ -55,6 +54,7 @@ from scheduling.outcomes import (
     SchedulePlan,
 )
 from scheduling.placement import Placement, PlacementFactory, fair_placement, least_loaded_placement
+from scheduling.policy import Policy as Policy  # re-exported: its home is scheduling.policy
 from scheduling.prediction.predictor import Predictor
 from scheduling.prediction.prefill_cost import PrefillCoefficients
 from scheduling.prediction.start_wait import WaitEstimate
@@ -63,11 +63,6 @@ from scheduling.tenants import Tier
 from scheduling.workers import ModelLimits, ServiceRate, WorkerLoad, WorkerView, kv_claim_tokens
 
 NO_WORKER_RETRY_S = 5.0
-
-
-class Policy(StrEnum):
-    FAIR = "fair"
-    FIFO = "fifo"
 
 
 @dataclass(frozen=True)

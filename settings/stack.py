@@ -13,23 +13,13 @@ Everything downstream (renderer, supervisor, gateway) takes these objects, never
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from settings.base import ConfigError, StrictModel, read_yaml
-
-
-class WorkloadKind(StrEnum):
-    """What a model does; selects its Triton template and python backend."""
-
-    LLM = "llm"
-    EMBEDDING = "embedding"
-    RERANK = "rerank"
-    VISION = "vision"
-    TABULAR = "tabular"
+from settings.kinds import WorkloadKind as WorkloadKind  # re-exported: its home is settings.kinds
 
 
 class QueuePolicy(StrictModel):

@@ -8,28 +8,32 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from simulator.autoscale_day import DaySpec, PolicyResult
-from simulator.diurnal import RateCurve
+from simulator.autoscale_day import DaySpec, PolicyResult, chosen_hpa
+from simulator.day_mix import DriftingCurve
 from simulator.report import write_json
 
 TIERS = ("premium", "standard", "batch")
 
 
-def headline(spec: DaySpec, curve: RateCurve, capacity: float, results: Sequence[PolicyResult]) -> dict[str, Any]:
+def headline(spec: DaySpec, curve: DriftingCurve, capacity: float, results: Sequence[PolicyResult]) -> dict[str, Any]:
     """Per policy: GPU-hours and $ (simulated and per 24 h day), attainment per tier (all day and
     during the spike), TTFT p50/p99, cold-start waits, scale events; and the targets' ratios."""
     by = {r.policy: r for r in results}
     rows = {r.policy: _row(r) for r in results}
-    out: dict[str, Any] = {"spec": spec, "capacity_rps_per_replica": capacity, "peak_rps": curve.peak_rps,
-                           "trough_rps": curve.trough_rps, "spike": [curve.spike_start_s, curve.spike_end_s],
-                           "requests": results[0].summary.overall.requests if results else 0, "policies": rows}
+    hpa = chosen_hpa(results)
+    out: dict[str, Any] = {"spec": spec, "capacity_rps_per_replica": capacity,
+                           "peak_work_rps": curve.work.peak_rps, "trough_work_rps": curve.work.trough_rps,
+                           "long_request_work_ratio": curve.work_ratio,
+                           "spike": [curve.spike_start_s, curve.spike_end_s],
+                           "requests": results[0].summary.overall.requests if results else 0,
+                           "hpa_chosen": hpa.policy if hpa else None, "policies": rows}
     if "shunter" in by and "static-peak" in by:
         s, p = by["shunter"], by["static-peak"]
         out["shunter_gpu_hours_vs_static_peak"] = s.gpu_hours / p.gpu_hours
         out["shunter_attainment_minus_static_peak_points"] = 100 * (s.summary.overall.attainment
                                                                     - p.summary.overall.attainment)
-    if "shunter" in by and "hpa-rps" in by:
-        s, h = by["shunter"], by["hpa-rps"]
+    if "shunter" in by and hpa is not None:
+        s, h = by["shunter"], hpa
         out["shunter_attainment_minus_hpa_points"] = 100 * (s.summary.overall.attainment
                                                             - h.summary.overall.attainment)
         out["shunter_cost_vs_hpa"] = s.cost / h.cost if h.cost else None
@@ -51,9 +55,11 @@ def _row(r: PolicyResult) -> dict[str, Any]:
 
 def markdown(head: dict[str, Any]) -> str:
     spec: DaySpec = head["spec"]
-    lines = [f"# Autoscaling: one day ({spec.day_s / 3600:g} h simulated), {spec.gpu} pool, "
-             f"{head['trough_rps']:.2f}-{head['peak_rps']:.2f} req/s + {spec.spike_factor:g}x spike, "
-             f"{head['requests']} requests", "",
+    lines = [f"# Autoscaling: one day ({spec.day_s / 3600:g} h simulated), {spec.gpu} pool, work "
+             f"{head['trough_work_rps']:.2f}-{head['peak_work_rps']:.2f} chat req/s + {spec.spike_factor:g}x spike, "
+             f"long requests {100 * spec.long_low:g}-{100 * spec.long_high:g} % "
+             f"(each {head['long_request_work_ratio']:.1f}x a chat request's work), {head['requests']} requests; "
+             f"HPA compared: {head['hpa_chosen']}", "",
              "| policy | GPU-h (per 24 h) | $ (per 24 h) | attainment | premium | standard | batch | premium in spike "
              "| TTFT p50 / p99 (s) | cold-start waits (p50 / p95 s) | scale up / down |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -76,7 +82,7 @@ def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def plot(curve: RateCurve, results: Sequence[PolicyResult], path: Path) -> None:
+def plot(curve: DriftingCurve, results: Sequence[PolicyResult], path: Path) -> None:
     """Demand (req/s, left axis) and ready replicas per policy (right axis) over the day."""
     import matplotlib
 
@@ -87,8 +93,10 @@ def plot(curve: RateCurve, results: Sequence[PolicyResult], path: Path) -> None:
     hours = 24.0 / curve.day_s
     steps = 600
     ts = [curve.day_s * i / steps for i in range(steps + 1)]
-    ax.fill_between([t * hours for t in ts], [curve.rps(t) for t in ts], color="0.85", label="offered req/s")
-    ax.set_xlabel("hour of the day (the curve's 24 h, compressed)")
+    ax.fill_between([t * hours for t in ts], [curve.work.rps(t) for t in ts], color="0.85",
+                    label="work (chat req/s equivalents)")
+    ax.plot([t * hours for t in ts], [curve.rps(t) for t in ts], color="0.4", linewidth=0.8, label="req/s")
+    ax.set_xlabel("hour of the day")
     ax.set_ylabel("requests per second")
     right = ax.twinx()
     for r in results:
@@ -106,7 +114,7 @@ def plot(curve: RateCurve, results: Sequence[PolicyResult], path: Path) -> None:
     plt.close(fig)
 
 
-def write(out: Path, spec: DaySpec, curve: RateCurve, capacity: float,
+def write(out: Path, spec: DaySpec, curve: DriftingCurve, capacity: float,
           results: Sequence[PolicyResult]) -> dict[str, Any]:
     head = headline(spec, curve, capacity, results)
     write_json(out / "autoscale.json", head)

@@ -20,10 +20,26 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from simulator.workloads import TraceItem
 
 DAY_S = 86_400.0
+
+
+class Curve(Protocol):
+    """What ``cumulative`` and ``warp`` read of a rate curve."""
+
+    @property
+    def day_s(self) -> float: ...
+
+    @property
+    def spike_start_s(self) -> float: ...
+
+    @property
+    def spike_end_s(self) -> float: ...
+
+    def rps(self, t_s: float) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -65,7 +81,7 @@ class RateCurve:
         return self.base_rps(t_s) * (self.spike_factor if spiking else 1.0)
 
 
-def cumulative(curve: RateCurve, step_s: float = 10.0) -> tuple[list[float], list[float]]:
+def cumulative(curve: Curve, step_s: float = 10.0) -> tuple[list[float], list[float]]:
     """``(times, L(times))``: the expected arrivals by each time, by the trapezoid rule."""
     times, totals = [0.0], [0.0]
     t = 0.0
@@ -81,7 +97,7 @@ def cumulative(curve: RateCurve, step_s: float = 10.0) -> tuple[list[float], lis
     return times, totals
 
 
-def warp(items: Sequence[TraceItem], curve: RateCurve, step_s: float = 10.0) -> list[TraceItem]:
+def warp(items: Sequence[TraceItem], curve: Curve, step_s: float = 10.0) -> list[TraceItem]:
     """The trace's requests time-warped onto ``curve`` (module docstring), repeated as needed."""
     if len(items) < 2:
         raise ValueError("the trace needs at least two requests")

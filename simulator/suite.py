@@ -26,7 +26,7 @@ from simulator.report import (
 )
 from simulator.runner import RunSpec, requests_for, simulate
 from simulator.trace_files import load_items
-from simulator.workloads import DEFAULT_TRACES_DIR, load_azure, mean_rate, scale_load, window
+from simulator.workloads import DEFAULT_TRACES_DIR, load_azure, load_lengths, mean_rate, scale_load, window
 
 OnRun = Callable[[str], None]
 ALL_POLICIES = ("shunter", "shunter-slo", "fcfs", "fifo-gateway", "round-robin", "priority-only", "triton-queue")
@@ -169,12 +169,14 @@ def speed(out: Path, pool: str = "h100:16", policy: str = "shunter", traces_dir:
 
 
 def autoscale(out: Path, gpu: str = "a10", day_s: float = 7200.0, peak_replicas: int = 8,
-              traces_dir: Path = DEFAULT_TRACES_DIR, seed: int = 0, on_run: OnRun = _none) -> dict[str, Any]:
+              traces_dir: Path = DEFAULT_TRACES_DIR, seed: int = 0, on_run: OnRun = _none,
+              jobs: int = 1) -> dict[str, Any]:
     """One day (10x diurnal swing, unannounced 3x spike) under static peak, static mean, a
     request-rate HPA and ``shunter`` (``simulator.autoscale_day``; docs/autoscaling.md)."""
     from simulator.autoscale_day import DaySpec, run_day
     from simulator.autoscale_report import write
 
     spec = DaySpec(gpu=gpu, day_s=day_s, peak_replicas=peak_replicas, seed=seed)
-    curve, capacity, results = run_day(load_azure("conv", traces_dir), spec, progress=on_run)
+    curve, capacity, results = run_day(load_azure("conv", traces_dir), spec, progress=on_run,
+                                       long_lengths=load_lengths("arxiv", traces_dir), jobs=jobs)
     return write(out, spec, curve, capacity, results)

@@ -1,4 +1,4 @@
-"""The capacity controller's admin routes (admin bearer token, like every ``/admin`` route).
+"""The capacity controller's admin routes (bearer tokens with roles, like every ``/admin`` route).
 
 * ``GET /admin/capacity/replicas``: the replicas document the gateways poll
   (``settings.capacity_wire``);
@@ -20,15 +20,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from control.capacity.controller import CapacityController, CapacityError
 from control.capacity.source import ReplicaSource
+from control.operator_auth import Actor
 from settings.capacity_wire import REPLICAS_PATH
 
 router = APIRouter()
-Actor = Annotated[str, Header(alias="X-Shunter-Actor", max_length=200)]
 
 
 class BoundsBody(BaseModel):

@@ -13,7 +13,10 @@ to answer decides nothing; so does one where gateways are discovered (Kubernetes
 gateway pods behind their Service) and none is found.
 
 Operators change bounds (``set_bounds``) and add expiring overrides (``override``); both are
-held in memory (a restart returns to ``capacity.yaml``) and audited with actor and reason.
+stored in the registry database with their audit entry (actor and reason), so a control restart
+keeps them: a new controller applies the stored bounds over ``capacity.yaml``'s and the overrides
+still live (``_restore``). A stored row that no longer fits ``capacity.yaml`` (the pair is no
+longer controlled, or the pool reserves fewer slots) is skipped with a warning.
 """
 
 from __future__ import annotations
@@ -88,6 +91,39 @@ class CapacityController:
         self.last_tick_s: float | None = None
         self._tick_lock = threading.Lock()
         self._scheduler: BackgroundScheduler | None = None
+        self._restore(now)
+
+    def _restore(self, now: float) -> None:
+        """Apply the bounds and live overrides stored by earlier controllers (module docstring)."""
+        targets = dict(self.config.targets)
+        for bounds in self.registry.capacity_bounds():
+            key = PoolModel(bounds.pool, bounds.model)
+            problem = self._restore_problem(key, bounds.max_replicas)
+            if problem is None and self.config.models[key.model].scale_to_zero and bounds.min_replicas > 0:
+                problem = "the model scales to zero"
+            if problem is not None:
+                log.warning("capacity: stored bounds of %s skipped: %s", key, problem)
+                continue
+            targets[key] = dataclasses.replace(targets[key], min_replicas=bounds.min_replicas,
+                                               max_replicas=bounds.max_replicas)
+        self.config = dataclasses.replace(self.config, targets=MappingProxyType(targets))
+        for stored in self.registry.capacity_overrides():
+            key = PoolModel(stored.pool, stored.model)
+            override = Override(key, stored.replicas, stored.expires_at_s, stored.reason, stored.actor)
+            problem = self._restore_problem(key, stored.replicas)
+            if problem is None and override.live(now):
+                self.state = self.state.with_override(override)
+            elif problem is None:
+                self.registry.expire_capacity_override(key.pool, key.model, ACTOR)
+            else:
+                log.warning("capacity: stored override of %s skipped: %s", key, problem)
+
+    def _restore_problem(self, key: PoolModel, replicas: int) -> str | None:
+        if key not in self.config.targets:
+            return "not controlled by capacity.yaml"
+        if replicas > self.slots.get(key.pool, 0):
+            return f"{replicas} replicas > the pool's {self.slots.get(key.pool, 0)} slots"
+        return None
 
     # ---- the loop --------------------------------------------------------------------------------
 
@@ -183,8 +219,7 @@ class CapacityController:
     def _audit_expired(self, before: ControllerState, now: float) -> None:
         for key, override in before.overrides.items():
             if key not in self.state.overrides and not override.live(now):
-                self.registry.audit(ACTOR, "capacity.override_expired", key.model, override.reason,
-                                    {"pool": key.pool, **override_json(override)})
+                self.registry.expire_capacity_override(key.pool, key.model, ACTOR)
 
     def refresh_metrics(self) -> None:
         """Replica counts and cold starts as they are now (between ticks too)."""
@@ -220,7 +255,7 @@ class CapacityController:
             self.config = dataclasses.replace(self.config, targets=targets)
         details = {"pool": pool, "old": {"min_replicas": old.min_replicas, "max_replicas": old.max_replicas},
                    "new": {"min_replicas": min_replicas, "max_replicas": max_replicas}}
-        self.registry.audit(actor, "capacity.set", model, reason, details)
+        self.registry.set_capacity_bounds(pool, model, min_replicas, max_replicas, actor, reason, details)
         self._tick_soon()
         return details
 
@@ -235,7 +270,7 @@ class CapacityController:
         with self._tick_lock:
             override = Override(key, replicas, self._clock() + for_s, reason, actor)
             self.state = self.state.with_override(override)
-        self.registry.audit(actor, "capacity.override", model, reason, {"pool": pool, **override_json(override)})
+        self.registry.put_capacity_override(pool, model, replicas, override.expires_at_s, actor, reason)
         self._tick_soon()
         return override_json(override)
 

@@ -13,6 +13,8 @@ series (gateway)                                signal
 ``shunter_capacity_inflight_tokens{pool,model}`` tokens of the requests running (gauge)
 ``shunter_capacity_held_requests{model}``       requests held for capacity at zero (gauge)
 ``shunter_capacity_arrived_tokens_total``       arriving prompt / output cost tokens per model
+``shunter_capacity_tenant_tokens_total``        arriving cost tokens per model and tenant (shares)
+``shunter_capacity_held_region_requests``       held requests per model that may run in a region
                                                 (rate; ``kind``: prompt | output)
 ``shunter_requests_total{model,outcome}``       outcomes: misses for the burn rate (rate)
 ``shunter_queue_wait_seconds{model}``           queue-wait p95 over the window (histogram)
@@ -55,6 +57,8 @@ class Reading:
     pending: dict[tuple[str, str, str], float] = field(default_factory=lambda: defaultdict(float))  # pool, model, kind
     inflight: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))  # (pool, model)
     held: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    held_regions: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))  # model, region
+    tenant_tokens: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))  # model, tenant
     kv: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))  # (worker, used|total)
     prefill: dict[tuple[str, str], list[float]] = field(default_factory=lambda: defaultdict(list))  # worker, model
 
@@ -72,6 +76,10 @@ class Reading:
             self.inflight[(labels.get("pool", ""), model)] += value
         elif name == "shunter_capacity_held_requests":
             self.held[model] += value
+        elif name == "shunter_capacity_held_region_requests":
+            self.held_regions[(model, labels.get("region", ""))] += value
+        elif name == "shunter_capacity_tenant_tokens_total":
+            self.tenant_tokens[(model, labels.get("tenant", ""))] += value
         elif name == "shunter_capacity_arrived_tokens_total":
             self.tokens[(model, labels.get("kind", ""))] += value
         elif name == "shunter_requests_total":
@@ -84,6 +92,14 @@ class Reading:
             self.kv[(labels.get("worker", ""), labels.get("state", ""))] += value
         elif name == "shunter_worker_prefill_tokens_per_second" and value > 0:
             self.prefill[(labels.get("worker", ""), model)].append(value)
+
+    def held_in(self, model: str) -> frozenset[str]:
+        """The regions every held request of ``model`` may run in (empty: none held, or any region)."""
+        held = self.held.get(model, 0.0)
+        regions = {r: n for (m, r), n in self.held_regions.items() if m == model}
+        if held <= 0 or not regions or all(n >= held for n in regions.values()):
+            return frozenset()
+        return frozenset(r for r, n in regions.items() if n >= held)
 
     def models(self) -> set[str]:
         """Every model a series names."""
@@ -146,6 +162,16 @@ class Window:
     def token_rate(self, model: str, kind: str) -> float:
         old = None if self.oldest is None else self.oldest.tokens
         return self.rate(self.newest.tokens, old, [(model, kind)])
+
+    def tenant_shares(self, model: str) -> dict[str, float]:
+        """Each tenant's share of ``model``'s arriving tokens in the window (none: empty)."""
+        if self.oldest is None or self.seconds <= 0:
+            return {}
+        old = self.oldest.tenant_tokens
+        tokens = {t: max(0.0, n - old.get((m, t), 0.0)) for (m, t), n in self.newest.tenant_tokens.items()
+                  if m == model}
+        total = sum(tokens.values())
+        return {t: n / total for t, n in sorted(tokens.items()) if n > 0} if total > 0 else {}
 
     def requests(self, model: str) -> dict[str, float]:
         """Requests of ``model`` in the window by outcome label."""

@@ -72,7 +72,9 @@ def _model_signals(model: str, window: Window, short: Window, long: Window, conf
         burn_rate_short=burn_rate(short, model, ttft_objective_s, error_budget),
         burn_rate_long=burn_rate(long, model, ttft_objective_s, error_budget),
         held_requests=int(newest.held.get(model, 0.0)),
+        held_regions=newest.held_in(model),
         idle_s=idle_s,
+        tenant_token_share=MappingProxyType(window.tenant_shares(model)),
     )
 
 

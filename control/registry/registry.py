@@ -1,4 +1,5 @@
-"""The model registry: versions, routing aliases, deployments, rollouts and the audit log.
+"""The model registry: versions, routing aliases, deployments, rollouts, capacity settings
+(``capacity.py``) and the audit log.
 
 One ``Registry`` object per process is enough and is safe to share between threads (each call opens
 its own session); several objects or processes on the same database see each other's committed
@@ -19,8 +20,10 @@ from sqlalchemy.orm import sessionmaker
 
 from control.registry import convert
 from control.registry import queries as q
+from control.registry.capacity import CapacitySettingsStore
 from control.registry.database import create_registry_engine, upgrade_to_head, writer
 from control.registry.errors import RegistryConflictError, RegistryNotFoundError, RegistryValidationError
+from control.registry.operator_tokens import OperatorTokens
 from control.registry.records import (
     ROLLOUT_KINDS,
     AliasRecord,
@@ -38,8 +41,10 @@ from control.registry.records import (
 from control.registry.schema import AliasRow, AuditRow, DeploymentRow, ModelRow, RolloutRow, VersionRow
 
 
-class Registry:
-    """The control plane's model registry over one SQLAlchemy URL (SQLite file or PostgreSQL)."""
+class Registry(CapacitySettingsStore, OperatorTokens):
+    """The control plane's model registry over one SQLAlchemy URL (SQLite file or PostgreSQL);
+    capacity settings' and operator tokens' methods come from ``CapacitySettingsStore`` and
+    ``OperatorTokens``."""
 
     def __init__(self, url: str, clock: Callable[[], float] = time.time) -> None:
         """Connect lazily to ``url``; call ``migrate()`` (or use ``Registry.open``) before use."""

@@ -120,3 +120,42 @@ class AuditRow(Base):
     subject: Mapped[str] = mapped_column(NAME)
     reason: Mapped[str] = mapped_column(Text)
     details: Mapped[dict[str, Any]]
+
+
+class CapacityBoundsRow(Base):
+    """An operator's ``shunter scale set`` for one (pool, model): it replaces capacity.yaml's bounds."""
+
+    __tablename__ = "capacity_bounds"
+
+    pool: Mapped[str] = mapped_column(NAME, primary_key=True)
+    model: Mapped[str] = mapped_column(NAME, primary_key=True)
+    min_replicas: Mapped[int]
+    max_replicas: Mapped[int]
+    updated_at: Mapped[float]
+    updated_by: Mapped[str] = mapped_column(NAME)
+
+
+class CapacityOverrideRow(Base):
+    """An operator's live ``shunter scale override`` for one (pool, model); deleted when it expires."""
+
+    __tablename__ = "capacity_overrides"
+
+    pool: Mapped[str] = mapped_column(NAME, primary_key=True)
+    model: Mapped[str] = mapped_column(NAME, primary_key=True)
+    replicas: Mapped[int]
+    expires_at: Mapped[float]
+    reason: Mapped[str] = mapped_column(Text)
+    actor: Mapped[str] = mapped_column(NAME)
+    created_at: Mapped[float]
+
+
+class OperatorTokenRow(Base):
+    """One operator's admin token: only the SHA-256 of the token is stored, never the token."""
+
+    __tablename__ = "operator_tokens"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    role: Mapped[str] = mapped_column(String(16))
+    token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[float]
+    created_by: Mapped[str] = mapped_column(NAME)

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ import yaml
 from typer.testing import CliRunner
 
 from cli.main import app as cli_app
+from cli.ops import TOKEN_ENV
 from control.stack import Listen, LocalStack
 from settings.paths import StackPaths, admin_token
 from tests.integration.conftest import KEYS, make_paths, metric_sum, stream_chat
@@ -52,7 +54,15 @@ class Scaling:
 
     @property
     def admin(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}", "X-Shunter-Actor": "test"}
+        return {"Authorization": f"Bearer {self.token}"}
+
+    @cached_property
+    def ops_token(self) -> str:
+        """A personal operator token named ``ops@test``: the CLI's scale changes are audited under it."""
+        created = httpx.post(f"{self.stack.control_url}/admin/v1/tokens", headers=self.admin, timeout=5,
+                             json={"name": "ops@test", "role": "operator"})
+        created.raise_for_status()
+        return str(created.json()["token"])
 
     def replicas(self) -> dict[str, dict[str, Any]]:
         """The replicas document, by replica name."""
@@ -77,9 +87,9 @@ class Scaling:
         return sum(int(s["inference_stats"]["success"]["count"]) for s in stats)
 
     def scale(self, *args: str) -> tuple[int, str]:
-        actor = [] if args[0] == "status" else ["--actor", "ops@test"]
         result = CliRunner().invoke(cli_app, ["scale", *args, "--control-url", self.stack.control_url,
-                                              "--state-dir", str(self.paths.state_dir), *actor])
+                                              "--state-dir", str(self.paths.state_dir)],
+                                    env={TOKEN_ENV: self.ops_token})
         return result.exit_code, result.output
 
 

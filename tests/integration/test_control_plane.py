@@ -26,6 +26,7 @@ import yaml
 from typer.testing import CliRunner
 
 from cli.main import app as cli_app
+from cli.ops import TOKEN_ENV
 from control.artifacts import S3ArtifactStore
 from control.integrity import generate_keypair, load_private_key, write_signed_manifest
 from control.stack import Listen, LocalStack
@@ -96,7 +97,7 @@ def control_stack(tmp_path_factory: pytest.TempPathFactory, artifacts_dir: Path,
         local = LocalStack(paths, Listen(gateway_port=GATEWAY_PORT, control_port=CONTROL_PORT))
         local.start(log=lambda _: None)
         admin = httpx.Client(base_url=local.control_url, timeout=600.0,
-                             headers={"Authorization": f"Bearer {admin_token(paths)}", "X-Shunter-Actor": "test"})
+                             headers={"Authorization": f"Bearer {admin_token(paths)}"})
         try:
             yield ControlStack(local, s3, store, paths.state_dir / "keys" / "local-build.key", admin,
                                local.gateway_url)
@@ -121,9 +122,10 @@ def _wait_for(read: Callable[[], dict[str, Any]], done: Callable[[dict[str, Any]
     return value
 
 
-def _embed_many(url: str, texts: list[str], concurrency: int = 16) -> list[tuple[int, str]]:
+def _embed_many(url: str, texts: list[str], concurrency: int = 16,
+                errors: list[str] | None = None) -> list[tuple[int, str]]:
     """(status, serving version, or the error code of a failure) of one embeddings request per text,
-    ``concurrency`` at a time."""
+    ``concurrency`` at a time; the error messages of failed requests go into ``errors`` if given."""
     async def run() -> list[tuple[int, str]]:
         limit = asyncio.Semaphore(concurrency)
         async with httpx.AsyncClient(base_url=url, timeout=60.0,
@@ -132,6 +134,8 @@ def _embed_many(url: str, texts: list[str], concurrency: int = 16) -> list[tuple
                 async with limit:
                     response = await client.post("/v1/embeddings", json={"model": "embed", "input": [text]})
                     version = response.headers.get("x-shunter-model-version")
+                    if errors is not None and response.status_code != 200:
+                        errors.append(response.json().get("error", {}).get("message", ""))
                     if version is None and response.status_code != 200:  # failed before a version served it
                         return response.status_code, response.json().get("error", {}).get("code", "")
                     return response.status_code, version or ""
@@ -169,16 +173,18 @@ def test_a_faulty_canary_is_rolled_back_automatically(control_stack: ControlStac
     started = control_stack.admin.post("/admin/v1/rollouts/embed/canary", json={"to": 3, "percent": 10})
     assert started.status_code == 200, started.text
     results: list[tuple[int, str]] = []
+    errors: list[str] = []
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and control_stack.status("embed")["alias"]["weights"].get("3", 0) > 0:
         texts = [f"request {len(results) + i} {'about a ' + POISON if i % 3 == 0 else 'plain'}" for i in range(200)]
-        results.extend(_embed_many(control_stack.gateway_url, texts))
+        results.extend(_embed_many(control_stack.gateway_url, texts, errors=errors))
     status = _wait_for(lambda: control_stack.status("embed"), lambda s: s["rollout"]["status"] != "running", 60)
     assert status["alias"]["weights"] == {"2": 100.0}, status
     assert status["rollout"]["status"] == "rolled_back"
     baseline = [s for s, v in results if v == "2"]
     assert baseline and all(s == 200 for s in baseline)
     assert any(s >= 500 for s, v in results if v == "3")
+    assert errors and all("model embed v3" in message for message in errors), set(errors)  # the body names it
     audit = control_stack.admin.get("/admin/v1/audit", params={"subject": "embed"}).json()
     decision = next(e for e in audit if e["action"] == "rollout.rollback")
     assert decision["actor"] == "canary-analysis"
@@ -234,7 +240,7 @@ def test_a_key_trusted_through_the_api_signs_at_once_and_every_key_change_and_re
     assert own.status_code == 409 and own.json()["error"]["code"] == "key_in_use"
     entries = admin.get("/admin/v1/audit", params={"limit": 50}).json()
     actions = [(e["action"], e["subject"], e["actor"]) for e in entries]
-    assert ("key.trust", "key:newcomer", "test") in actions and ("key.untrust", "key:newcomer", "test") in actions
+    assert ("key.trust", "key:newcomer", "admin") in actions and ("key.untrust", "key:newcomer", "admin") in actions
     assert any(e["action"] == "version.refused" and e["details"]["code"] == "untrusted_key"
                and e["details"]["version"] == 9 for e in entries)
     for path in ("/admin/v1/rollouts/embedd", "/admin/v1/models/embedd/versions"):
@@ -299,8 +305,8 @@ def _loaded_engine_threads(model: str) -> str:
     return str(response.json()["parameters"]["n_threads"]["string_value"])
 
 
-def _shunter(*args: str) -> str:
-    result = CliRunner().invoke(cli_app, list(args), catch_exceptions=False)
+def _shunter(*args: str, token: str = "") -> str:
+    result = CliRunner().invoke(cli_app, list(args), catch_exceptions=False, env={TOKEN_ENV: token})
     assert result.exit_code == 0, result.output
     return result.output
 
@@ -320,11 +326,15 @@ def test_the_shunter_cli_pushes_rolls_out_reports_and_rolls_back(control_stack: 
     assert {v for _, v in results} == {"2", "7"}
     status = _shunter("rollout", "status", "embed", *where)
     assert "canary" in status and "running" in status
-    _shunter("rollout", "rollback", "embed", "--reason", "cli test done", *where)
+    ana = json.loads(_shunter("tokens", "create", "ana", "--role", "operator", "--json", *where))["token"]
+    _shunter("rollout", "rollback", "embed", "--reason", "cli test done", *where, token=ana)
     assert control_stack.status("embed")["alias"]["weights"] == {"2": 100.0}
-    assert "Audit log" in _shunter("audit", "--model", "embed", *where)
+    assert "Audit log" in _shunter("audit", "--model", "embed", *where, token=ana)
     newest = control_stack.admin.get("/admin/v1/audit", params={"subject": "embed", "limit": 20}).json()
-    assert any(e["action"] == "rollout.rollback" and e["reason"] == "cli test done" for e in newest)
+    assert any(e["action"] == "rollout.rollback" and e["reason"] == "cli test done" and e["actor"] == "ana"
+               for e in newest)  # the authenticated operator, not a declared name
+    pruned = json.loads(_shunter("models", "prune", "--dry-run", "--json", *where, token=ana))
+    assert ("embed", 3) in {(f["model"], f["version"]) for f in pruned["freed"]}  # the failed v3 would go
 
     generate_keypair(tmp_path / "stranger.key", tmp_path / "stranger.pub")
     refused = CliRunner().invoke(cli_app, ["models", "push", str(artifact), "--name", "embed", "--version", "8",

@@ -22,7 +22,7 @@ from tritonclient.utils import InferenceServerException
 
 from gateway.errors import UpstreamError, WorkerFailedError
 from gateway.transport.protocol import GenerationRequest, TextChunk
-from gateway.transport.triton.errors import map_triton_error
+from gateway.transport.triton.errors import map_triton_error, model_label
 from gateway.transport.triton.streams import GenerationStream
 from gateway.transport.triton.workers import Worker
 
@@ -87,7 +87,7 @@ def _chunk(result: Any) -> TextChunk | None:
     )
 
 
-async def _next_response(stream: GenerationStream, model: str,
+async def _next_response(stream: GenerationStream, model: str, version: int | None,
                          idle_timeout_s: float) -> tuple[InferResult | None, InferenceServerException | None]:
     try:
         # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation that races a
@@ -95,7 +95,7 @@ async def _next_response(stream: GenerationStream, model: str,
         async with asyncio.timeout(idle_timeout_s):
             return await stream.next()
     except TimeoutError:
-        raise UpstreamError(f"model {model} sent nothing for {idle_timeout_s:.0f} s") from None
+        raise UpstreamError(f"{model_label(model, version)} sent nothing for {idle_timeout_s:.0f} s") from None
 
 
 async def stream_generation(
@@ -112,7 +112,7 @@ async def stream_generation(
         stream.send(payload)
         while True:
             try:
-                result, error = await _next_response(stream, model, idle_timeout_s)
+                result, error = await _next_response(stream, model, version, idle_timeout_s)
             except (StopAsyncIteration, InferenceServerException) as exc:
                 if stream.reused and not answered:
                     # An idle stream that died with its connection (a restarted worker): the
@@ -122,11 +122,12 @@ async def stream_generation(
                     stream.send(payload)
                     continue
                 if isinstance(exc, StopAsyncIteration):  # the connection ended: the worker went away
-                    raise WorkerFailedError(f"the worker serving model {model} closed the stream early") from None
-                raise map_triton_error(exc, model) from exc
+                    raise WorkerFailedError(f"the worker serving {model_label(model, version)} closed the stream "
+                                            "early") from None
+                raise map_triton_error(exc, model, version) from exc
             answered = True
             if error is not None:
-                raise map_triton_error(error, model)
+                raise map_triton_error(error, model, version)
             chunk = _chunk(result)
             if chunk is None:
                 continue

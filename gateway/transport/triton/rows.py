@@ -69,7 +69,7 @@ def _sender(worker: Worker, call: RowCall) -> SendBatch:
                                                request_id=request_id, priority=priority,
                                                client_timeout=call.timeout_s)
         except InferenceServerException as exc:
-            raise map_triton_error(exc, call.model) from exc
+            raise map_triton_error(exc, call.model, call.version) from exc
         return {name: result.as_numpy(name) for name in call.outputs}
 
     return send

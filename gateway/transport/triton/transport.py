@@ -99,7 +99,7 @@ class TritonTransport:
                                                request_id=request_id, priority=priority,
                                                client_timeout=KSERVE_TIMEOUT_S)
         except InferenceServerException as exc:
-            error = map_triton_error(exc, model)
+            error = map_triton_error(exc, model, version)
             if isinstance(error, WorkerFailedError):
                 self.pool.mark_down(worker)
             raise error from exc
@@ -127,7 +127,7 @@ class TritonTransport:
                     model, str(version), as_json=True, client_timeout=METADATA_TIMEOUT_S)
                 return meta
             except InferenceServerException as exc:
-                failure = map_triton_error(exc, model)
+                failure = map_triton_error(exc, model, version)
         raise failure
 
     def _metadata_candidates(self, model: str, regions: frozenset[str]) -> list[Worker]:

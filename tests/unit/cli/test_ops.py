@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 
 from cli.admin_client import AdminApiError, AdminClient
 from cli.main import app
-from cli.ops import parse_variants
+from cli.ops import TOKEN_ENV, parse_variants
 from cli.tables import audit_table, models_table, output_console, status_renderables, version_table
 
 try:
@@ -202,7 +202,7 @@ class FakeControl:
             return {"model": model, "version": body["version"], "artifact_uri": body["artifact_uri"],
                     "manifest_digest": "d" * 64, "signer_key_id": "k" * 16, "requirements": body["requirements"],
                     "state": "verified", "created_at": 1_700_000_000.0,
-                    "created_by": request.headers["x-shunter-actor"]}
+                    "created_by": "ana"}
 
         @app.get("/admin/v1/rollouts/{model}")
         def rollout_status(model: str) -> Any:
@@ -244,32 +244,32 @@ def control() -> Iterator[FakeControl]:
 
 
 def test_client_raises_the_documented_error_body(control: FakeControl) -> None:
-    with AdminClient(control.url, "tok", "ana@box") as client, pytest.raises(AdminApiError) as caught:
+    with AdminClient(control.url, "tok") as client, pytest.raises(AdminApiError) as caught:
         client.rollout_status("ghost")
     assert (caught.value.status, caught.value.code, caught.value.message) == (404, "model_not_found",
                                                                                "no model named ghost")
     assert str(caught.value) == "no model named ghost"
 
 
-def test_client_sends_token_actor_and_json(control: FakeControl) -> None:
-    with AdminClient(control.url + "/", "tok", "ana@box") as client:
+def test_client_sends_the_token_and_json_and_declares_no_actor(control: FakeControl) -> None:
+    with AdminClient(control.url + "/", "tok") as client:
         assert client.rollout_status("chat") == FULL_STATUS
         assert client.promote("chat", 3, "looks good")["model"] == "chat"
         assert client.audit("chat", limit=5) == []
     status, action, audit = control.requests[-3:]
     assert status["headers"]["authorization"] == "Bearer tok"
-    assert status["headers"]["x-shunter-actor"] == "ana@box"
+    assert "x-shunter-actor" not in status["headers"]  # control audits the token's name
     assert (action["path"], action["body"]) == ("/admin/v1/rollouts/chat/promote", '{"to":3,"reason":"looks good"}')
     assert audit["query"] == {"subject": "chat", "limit": "5"}
 
 
 def test_client_refuses_unknown_rollout_actions(control: FakeControl) -> None:
-    with AdminClient(control.url, "tok", "a") as client, pytest.raises(ValueError, match="rollback"):
+    with AdminClient(control.url, "tok") as client, pytest.raises(ValueError, match="rollback"):
         client.rollout_action("chat", "delete")
 
 
 def test_client_error_without_the_documented_body_keeps_the_status(control: FakeControl) -> None:
-    with AdminClient(control.url, "tok", "a") as client, pytest.raises(AdminApiError) as caught:
+    with AdminClient(control.url, "tok") as client, pytest.raises(AdminApiError) as caught:
         client._call("GET", "/admin/v1/plain-500")
     assert (caught.value.status, caught.value.code) == (500, "http_500")
     assert "boom" in caught.value.message
@@ -280,7 +280,7 @@ def test_client_says_when_control_is_not_reachable() -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     url = f"http://127.0.0.1:{port}"
-    with AdminClient(url, "tok", "a", timeout_s=2) as client, pytest.raises(AdminApiError) as caught:
+    with AdminClient(url, "tok", timeout_s=2) as client, pytest.raises(AdminApiError) as caught:
         client.list_models()
     assert caught.value.status == 0 and caught.value.code == "unreachable"
     assert f"control API at {url} not reachable" in caught.value.message
@@ -359,16 +359,19 @@ def test_models_push_signs_a_copy_uploads_registers_and_a_refused_push_leaves_no
     runner = CliRunner()
     assert runner.invoke(app, ["keys", "generate", "local-build", *where[:4]]).exit_code == 0
     artifact = tmp_path / "artifact"
-    (artifact / "1").mkdir(parents=True)
-    (artifact / "1" / "model.onnx").write_bytes(b"\x00" * 4096)
-    push = ["models", "push", str(artifact), "--name", "embed", *where, "--actor", "ana@box"]
-    result = runner.invoke(app, [*push, "--version", "7", "--reason", "new weights"])
+    artifact.mkdir()
+    (artifact / "model.onnx").write_bytes(b"\x00" * 4096)
+    (artifact / "tokenizer.json").write_text("{}")
+    push = ["models", "push", str(artifact), "--name", "embed", *where]
+    result = runner.invoke(app, [*push, "--version", "7", "--reason", "new weights"],
+                           env={TOKEN_ENV: "shunter_ana"})
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in artifact.rglob("*")) == ["1", "model.onnx"]  # the folder is not written to
-    assert (state / "store" / "embed" / "7" / "1" / "model.onnx").is_file()
+    assert sorted(p.name for p in artifact.rglob("*")) == ["model.onnx", "tokenizer.json"]  # not written to
+    assert (state / "store" / "embed" / "7" / "model.onnx").is_file()
     assert (state / "store" / "embed" / "7" / "shunter-manifest.json").is_file()
     sent = control.requests[-1]
-    assert sent["path"] == "/admin/v1/models/embed/versions" and sent["headers"]["x-shunter-actor"] == "ana@box"
+    assert sent["path"] == "/admin/v1/models/embed/versions"
+    assert sent["headers"]["authorization"] == "Bearer shunter_ana"
     assert '"kind":"embedding"' in sent["body"] and '"gpu_types":["a10"]' in sent["body"]
     assert '"max_context_tokens":256' in sent["body"] and "embed v7" in result.output
 
@@ -393,3 +396,21 @@ def test_models_push_of_an_unknown_model_lists_the_configured_ones(control: Fake
                                       str(_config_dir(tmp_path)), "--control-url", control.url])
     assert result.exit_code == 2 and "embedd" in result.output and "known models" in result.output
     assert "embed" in result.output.replace("embedd", "")
+
+
+def test_models_push_of_a_folder_that_does_not_fit_the_kind_names_the_files_and_calls_nothing(
+        control: FakeControl, tmp_path: Path) -> None:
+    artifact = tmp_path / "artifact"
+    (artifact / "1").mkdir(parents=True)
+    (artifact / "1" / "model.onnx").write_bytes(b"\x00" * 16)
+    (artifact / "README.md").write_text("notes")
+    (artifact / ".git").mkdir()  # hidden entries are not part of the artifact
+    calls = len(control.requests)
+    result = CliRunner().invoke(app, ["models", "push", str(artifact), "--name", "embed", "--version", "1",
+                                      "--state-dir", str(tmp_path / "state"), "--config-dir",
+                                      str(_config_dir(tmp_path)), "--control-url", control.url])
+    assert result.exit_code == 1 and "(bad_layout)" in result.output, result.output
+    assert "missing model.onnx, tokenizer.json" in result.output
+    assert "unexpected 1/model.onnx, README.md" in result.output
+    assert "model.onnx + tokenizer.json" in result.output
+    assert len(control.requests) == calls and not (tmp_path / "state" / "store").exists()

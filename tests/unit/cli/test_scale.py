@@ -5,22 +5,22 @@ override do what they say and control's refusals exit 1 with their code."""
 from __future__ import annotations
 
 import json
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 from typer.testing import CliRunner
 
 from cli.main import app
+from cli.ops import TOKEN_ENV
 from cli.scale import parse_duration
 from control.capacity.controller import CapacityController
+from control.operator_auth import new_token, token_sha256
+from control.registry.operator_tokens import Role
 from control.service import create_control_app
 from settings.paths import StackPaths, admin_token
 from settings.stack import load_stack_config
+from tests.unit.cli.served import ServedApp
 from tests.unit.control.capacity.support import Clock, open_controller
 
 runner = CliRunner()
@@ -50,49 +50,35 @@ def test_bad_arguments_exit_2_without_calling_control(args: list[str]) -> None:
     assert result.exit_code == 2, result.output
 
 
-class Served:
-    def __init__(self, controller: CapacityController, token: str) -> None:
-        stack_paths = StackPaths()
-        stack = load_stack_config(stack_paths.pools_file, stack_paths.models_file)
-        app_ = create_control_app(stack, controller.replicas._supervisor, token, None, None,
-                                  controller.replicas, controller)
-        self._socket = socket.socket()
-        self._socket.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
-        self.server = uvicorn.Server(uvicorn.Config(app_, log_level="warning", lifespan="off"))
-        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._socket]}, daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started and time.monotonic() < deadline:
-            time.sleep(0.02)
-
-    def close(self) -> None:
-        self.server.should_exit = True
-        self._thread.join(timeout=10)
-        self._socket.close()
+def _served_app(controller: CapacityController, token: str) -> ServedApp:
+    stack_paths = StackPaths()
+    stack = load_stack_config(stack_paths.pools_file, stack_paths.models_file)
+    return ServedApp(create_control_app(stack, controller.replicas._supervisor, token, None, None,
+                                        controller.replicas, controller))
 
 
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[Served, CapacityController, Path]]:
+def served(tmp_path: Path) -> Iterator[tuple[ServedApp, CapacityController, Path]]:
     state_dir = tmp_path / "state"
     state_dir.mkdir()
     token = admin_token(StackPaths(state_dir=state_dir))
     with open_controller(tmp_path, Clock()) as controller:
         controller.run_once()
-        server = Served(controller, token)
+        server = _served_app(controller, token)
         try:
             yield server, controller, state_dir
         finally:
             server.close()
 
 
-def _scale(served: tuple[Served, CapacityController, Path], *args: str) -> tuple[int, str]:
+def _scale(served: tuple[ServedApp, CapacityController, Path], *args: str, token: str | None = None) -> tuple[int, str]:
     server, _, state_dir = served
-    result = runner.invoke(app, ["scale", *args, "--control-url", server.url, "--state-dir", str(state_dir)])
+    result = runner.invoke(app, ["scale", *args, "--control-url", server.url, "--state-dir", str(state_dir)],
+                           env={TOKEN_ENV: token} if token else None)
     return result.exit_code, result.output
 
 
-def test_status_table_and_json(served: tuple[Served, CapacityController, Path]) -> None:
+def test_status_table_and_json(served: tuple[ServedApp, CapacityController, Path]) -> None:
     code, output = _scale(served, "status")
     assert code == 0, output
     assert "local-cpu" in output and "embed" in output and "hold" in output
@@ -102,13 +88,15 @@ def test_status_table_and_json(served: tuple[Served, CapacityController, Path]) 
     assert rows["embed"]["ready"] == 1 and rows["vision"]["scale_to_zero"] is True
 
 
-def test_set_and_override_are_applied_and_audited(served: tuple[Served, CapacityController, Path]) -> None:
+def test_set_and_override_are_applied_and_audited(served: tuple[ServedApp, CapacityController, Path]) -> None:
     _, controller, _ = served
+    dana = new_token()
+    controller.registry.create_operator_token("dana", Role.OPERATOR, token_sha256(dana), "admin")
     code, output = _scale(served, "set", "embed", "--pool", "local-cpu", "--min", "1", "--max", "1",
-                          "--reason", "budget", "--actor", "dana")
+                          "--reason", "budget", token=dana)
     assert code == 0, output
     code, output = _scale(served, "override", "embed", "--pool", "local-cpu", "--replicas", "1", "--for", "30m",
-                          "--reason", "incident 7", "--actor", "dana")
+                          "--reason", "incident 7", token=dana)
     assert code == 0, output
     assert "until" in output
     entries = controller.registry.audit_log(subject="embed")
@@ -116,7 +104,16 @@ def test_set_and_override_are_applied_and_audited(served: tuple[Served, Capacity
                                                                 ("capacity.override", "dana", "incident 7")}
 
 
-def test_refusals_exit_1_with_their_code(served: tuple[Served, CapacityController, Path]) -> None:
+def test_a_viewer_sees_the_status_but_may_not_scale(served: tuple[ServedApp, CapacityController, Path]) -> None:
+    _, controller, _ = served
+    vic = new_token()
+    controller.registry.create_operator_token("vic", Role.VIEWER, token_sha256(vic), "admin")
+    assert _scale(served, "status", token=vic)[0] == 0
+    code, output = _scale(served, "set", "embed", "--pool", "local-cpu", "--min", "1", "--max", "1", token=vic)
+    assert code == 1 and "forbidden, HTTP 403" in output and "needs the operator role" in output
+
+
+def test_refusals_exit_1_with_their_code(served: tuple[ServedApp, CapacityController, Path]) -> None:
     code, output = _scale(served, "override", "embed", "--pool", "local-cpu", "--replicas", "9", "--for", "1h",
                           "--reason", "x")
     assert code == 1 and "beyond_slots" in output

@@ -18,7 +18,9 @@ from control.admin_api import ControlApiError, error_status
 from control.deployer import DeployError
 from control.errors import ControlError
 from control.integrity import IntegrityError
+from control.operator_auth import AccessError
 from control.registry import RegistryConflictError, RegistryNotFoundError, RegistryValidationError
+from control.registry.operator_tokens import Role
 from control.rollouts import RolloutError
 from control.service import create_control_app
 from control.triton_control import TritonControlError
@@ -84,7 +86,9 @@ def test_second_bases_still_catch_what_their_callers_catch() -> None:
 
 
 @pytest.mark.parametrize(("error", "expected"), [
-    (ControlApiError(401, "invalid_admin_token", "no"), (401, "invalid_admin_token")),
+    (ControlApiError(409, "version_exists", "no"), (409, "version_exists")),
+    (AccessError(401, "unauthenticated", "no"), (401, "unauthenticated")),
+    (AccessError(403, "forbidden", "no", Role.OPERATOR), (403, "forbidden")),
     (RolloutError("not_settled", "split"), (409, "not_settled")),
     (IntegrityError("digest_mismatch", "changed"), (422, "digest_mismatch")),
     (DeployError("load", "failed"), (422, "load")),
@@ -111,4 +115,5 @@ def test_the_control_service_answers_any_control_error_with_the_error_body() -> 
     assert response.json() == {"error": {"message": "worker local-cpu-0 did not load chat",
                                          "type": "server_error", "code": "internal_error"}}
     refused = client.get("/admin/v1/models")
-    assert refused.status_code == 401 and refused.json()["error"]["code"] == "invalid_admin_token"
+    assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthenticated"
+    assert refused.headers["www-authenticate"] == "Bearer"

@@ -78,6 +78,8 @@ def test_signals_count_pending_tokens_once_per_model_and_in_flight_tokens_on_the
     assert sample("shunter_capacity_pending_tokens", pool="us-cpu", model="vision", kind="output") == 0
     assert sample("shunter_capacity_held_requests", model="vision") == 2
     assert sample("shunter_capacity_held_requests", model="chat") == 0
+    assert sample("shunter_capacity_held_region_requests", model="vision", region="us") == 2
+    assert sample("shunter_capacity_held_region_requests", model="vision", region="eu") == 1  # v-us may not
     text = generate_latest(metrics.registry).decode()
     assert 'pool="us-cpu"' in text and "v-any" not in text  # labels are configured names only
 
@@ -91,3 +93,5 @@ def test_arrivals_count_prompt_and_reserved_output_tokens() -> None:
                                              {"model": "chat", "kind": "prompt"}) == 110
     assert metrics.registry.get_sample_value("shunter_capacity_arrived_tokens_total",
                                              {"model": "chat", "kind": "output"}) == 55
+    assert metrics.registry.get_sample_value("shunter_capacity_tenant_tokens_total",
+                                             {"model": "chat", "tenant": "c1"}) == 150  # the tenant's name

@@ -4,6 +4,7 @@ and simulated pools that start, drain and stop replicas on a policy's decisions.
 from __future__ import annotations
 
 import itertools
+import random
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from simulator.autoscale_day import DaySpec, PolicyResult, run_day
 from simulator.autoscale_report import write
+from simulator.day_mix import DriftingCurve, MixDrift, drift_lengths
 from simulator.diurnal import RateCurve, warp
 from simulator.workloads import TraceItem, load_azure, window
 
@@ -37,10 +39,24 @@ def test_warp_follows_the_curve_and_keeps_the_lengths() -> None:
     assert middle > 5 * early
 
 
+def test_drifting_mix_keeps_the_work_on_the_curve_and_lowers_the_request_rate() -> None:
+    work = RateCurve(2.0, 20.0, day_s=600.0, peak_at=0.5, spike_s=0.0)
+    curve = DriftingCurve(work, MixDrift(0.0, 0.8, chat_at=0.25), work_ratio=3.0)
+    assert curve.rps(150.0) == pytest.approx(work.rps(150.0))  # all chat at chat_at
+    assert curve.rps(450.0) == pytest.approx(work.rps(450.0) / (1 + 0.8 * 2.0))  # 80 % long, 3x the work
+    items = [TraceItem(float(i), 100, 10) for i in range(400)]
+    mixed = drift_lengths(warp(items, curve), curve, [(3000, 300), (9000, 9000)], random.Random(1), 8192)
+    late = [m for m in mixed if 400 <= m.arrival_s < 500]
+    early = [m for m in mixed if 100 <= m.arrival_s < 200]
+    assert sum(m.prompt_tokens == 3000 for m in late) > 0.6 * len(late)
+    assert sum(m.prompt_tokens == 3000 for m in early) < 0.2 * len(early)
+    assert all(m.prompt_tokens != 9000 for m in mixed)  # longer than the context: never drawn
+
+
 @dataclass(frozen=True)
 class Day:
     spec: DaySpec
-    curve: RateCurve
+    curve: DriftingCurve
     capacity: float
     results: list[PolicyResult]
 
@@ -50,20 +66,20 @@ def tiny_day() -> Day:
     """Ten simulated minutes play the day, peak two replicas (about 900 requests per policy)."""
     items = window(load_azure("conv"), 0.0, 300.0)
     spec = DaySpec(day_s=600.0, peak_replicas=2, spike_s=60.0, spike_at=0.3, max_replicas=6,
-                   scale_down_window_s=60.0)
-    return Day(spec, *run_day(items, spec, capacity=2.0))
+                   scale_down_window_s=60.0, hpa_utilisations=(0.65,))
+    return Day(spec, *run_day(items, spec, capacity=2.0, long_lengths=[(3000, 400), (2500, 300)]))
 
 
 def test_every_policy_serves_every_request_once_and_bills_its_replicas(tiny_day: Day) -> None:
     spec, results = tiny_day.spec, tiny_day.results
-    assert [r.policy for r in results] == ["static-peak", "static-mean", "hpa-rps", "shunter"]
+    assert [r.policy for r in results] == ["static-peak", "static-mean", "hpa-rps@0.65", "shunter"]
     requests = {r.summary.overall.requests for r in results}
     assert len(requests) == 1 and requests.pop() > 300
     by = {r.policy: r for r in results}
     makespan = by["static-peak"].summary.makespan_s
     assert by["static-peak"].gpu_hours == pytest.approx(spec.peak_replicas * makespan / 3600, rel=1e-6)
     assert by["static-peak"].scale_ups == by["static-peak"].scale_downs == 0
-    for name in ("hpa-rps", "shunter"):
+    for name in ("hpa-rps@0.65", "shunter"):
         r = by[name]
         assert r.scale_ups >= 1 and r.scale_downs >= 1  # it followed the swing
         ready = [sum(p.ready.values()) for p in r.stats.timeline]

@@ -83,7 +83,7 @@ def test_admin_routes_map_refusals_and_serve_the_replicas_document(controller: C
     app = create_control_app(_stack(), controller.replicas._supervisor, TOKEN, None, None,
                              controller.replicas, controller)
     client = TestClient(app)
-    auth = {"Authorization": f"Bearer {TOKEN}", "X-Shunter-Actor": "carol"}
+    auth = {"Authorization": f"Bearer {TOKEN}"}
     assert client.get("/admin/capacity/replicas").status_code == 401
     document = client.get("/admin/capacity/replicas", headers=auth).json()
     assert {(r["name"], r["state"]) for r in document["replicas"]} == {("local-cpu-0", "ready"),
@@ -125,3 +125,36 @@ def test_gateways_whose_metrics_need_a_token_are_read_with_it(controller: Capaci
         assert controller.run_once() and controller.gateway_error is None
     finally:
         server.shutdown()
+
+
+def test_bounds_and_overrides_outlive_a_control_restart(tmp_path: Path, clock: Clock) -> None:
+    with open_controller(tmp_path, clock) as first:
+        first.set_bounds("embed", "local-cpu", 1, 1, "alice", "hold embed at one")
+        first.override("embed", "local-cpu", 2, 60, "bob", "incident 42")
+    with open_controller(tmp_path, clock) as second:  # the same registry database: a restarted control
+        key = second.key("embed", "local-cpu")
+        assert (second.config.targets[key].min_replicas, second.config.targets[key].max_replicas) == (1, 1)
+        row = next(r for r in second.status()["rows"] if r["model"] == "embed")
+        assert row["max_replicas"] == 1
+        assert row["override"] == {"replicas": 2, "expires_at_s": clock.now + 60, "reason": "incident 42",
+                                   "actor": "bob"}
+    clock.now += 61
+    with open_controller(tmp_path, clock) as third:  # the override expired while control was down
+        row = next(r for r in third.status()["rows"] if r["model"] == "embed")
+        assert row["override"] is None and row["max_replicas"] == 1
+        assert third.registry.capacity_overrides() == []
+        actions = [(e.action, e.actor) for e in third.registry.audit_log(subject="embed")
+                   if e.action != "capacity.decision"]
+        assert actions == [("capacity.override_expired", "capacity-controller"), ("capacity.override", "bob"),
+                               ("capacity.set", "alice")]
+
+
+def test_stored_settings_that_no_longer_fit_capacity_yaml_are_skipped(tmp_path: Path, clock: Clock) -> None:
+    with open_controller(tmp_path, clock) as first:
+        first.registry.set_capacity_bounds("local-cpu", "chat", 1, 1, "alice", "chat is not controlled")
+        first.registry.set_capacity_bounds("local-cpu", "embed", 0, 9, "alice", "more than the slots")
+        first.registry.put_capacity_override("local-cpu", "vision", 7, clock.now + 60, "bob", "too many")
+    with open_controller(tmp_path, clock) as second:
+        key = second.key("embed", "local-cpu")
+        assert second.config.targets[key].max_replicas == 2  # capacity.yaml's
+        assert not second.state.overrides

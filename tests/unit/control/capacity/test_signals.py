@@ -103,3 +103,32 @@ def test_history_keeps_its_span_and_a_young_history_uses_its_oldest_reading() ->
 def test_worker_names_map_to_their_pool() -> None:
     assert pool_of_worker("local-cpu-1", ["local-cpu"]) == "local-cpu"
     assert pool_of_worker("other-0", ["local-cpu"]) is None
+
+
+def test_tenant_shares_and_held_regions_are_read_from_the_gateways() -> None:
+    a, b = Page(), Page()
+    for page in (a, b):
+        page.tenant = Counter("shunter_capacity_tenant_tokens", "", ["model", "tenant"], registry=page.registry)
+        page.regions = Gauge("shunter_capacity_held_region_requests", "", ["model", "region"],
+                             registry=page.registry)
+    history = SignalHistory(600.0)
+    history.add(_reading(0.0, a, b))
+    a.tenant.labels("chat", "acme").inc(300)
+    b.tenant.labels("chat", "acme").inc(300)
+    b.tenant.labels("chat", "beta").inc(200)
+    a.tenant.labels("embed", "beta").inc(50)
+    a.held.labels("vision").set(2)
+    a.regions.labels("vision", "eu").set(2)
+    a.regions.labels("vision", "us").set(1)  # one of the two held requests may not run in us
+    b.held.labels("vision").set(1)
+    b.regions.labels("vision", "eu").set(1)
+    history.add(_reading(60.0, a, b))
+    window = history.window(60.0)
+    assert window.tenant_shares("chat") == pytest.approx({"acme": 0.75, "beta": 0.25})
+    assert window.tenant_shares("embed") == {"beta": 1.0} and window.tenant_shares("vision") == {}
+    newest = window.newest
+    assert newest.held_in("vision") == frozenset({"eu"})  # 3 held over both gateways, all may run in eu
+    a.regions.labels("vision", "us").set(2)
+    b.regions.labels("vision", "us").set(1)
+    assert _reading(61.0, a, b).held_in("vision") == frozenset()  # every region: any
+    assert _reading(61.0, Page()).held_in("vision") == frozenset()  # nothing held

@@ -30,8 +30,9 @@ def test_migrate_creates_the_folder_and_every_table(db_url: str) -> None:
     engine = create_engine(db_url)
     try:
         tables = set(inspect(engine).get_table_names())
-        assert {"models", "model_versions", "aliases", "deployments", "rollouts", "audit_log"} <= tables
-        assert current_revision(engine) == "0001"
+        assert {"models", "model_versions", "aliases", "deployments", "rollouts", "audit_log",
+                "capacity_bounds", "capacity_overrides", "operator_tokens"} <= tables
+        assert current_revision(engine) == "0003"
     finally:
         engine.dispose()
 

@@ -34,3 +34,12 @@ def test_an_unreachable_or_crashed_worker_is_worker_failed_not_saturation() -> N
 def test_anything_else_is_a_worker_error() -> None:
     error = map_triton_error(InferenceServerException("generation failed: boom"), "chat")
     assert isinstance(error, UpstreamError) and (error.status, error.code) == (502, "worker_error")
+
+
+def test_a_worker_error_names_the_model_version_that_failed() -> None:
+    error = map_triton_error(InferenceServerException("Traceback ... ValueError: weights"), "embed", 3)
+    assert isinstance(error, UpstreamError)
+    assert error.body()["error"]["message"] == "worker failed serving model embed v3"
+    assert error.body()["error"]["code"] == "worker_error"
+    cold = map_triton_error(InferenceServerException("model not ready", status="StatusCode.NOT_FOUND"), "embed", 4)
+    assert "model embed v4" in str(cold)
