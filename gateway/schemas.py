@@ -1,7 +1,9 @@
 """Request bodies of the OpenAI-compatible and rerank APIs (pydantic, validated at the edge).
 
-Unknown fields are ignored so that newer SDKs keep working; fields we do not support with a
-non-default value (``n > 1``, ``logprobs``, ``echo``) are rejected by the routes with a 400.
+Chat and completion bodies keep the fields they do not declare (``model_extra``): the routes
+refuse every one of them that is not null or its no-op value with a 400 naming it
+(``gateway/request_parameters.py``), so no parameter is ever silently ignored. Other bodies
+ignore unknown fields.
 
 Every value is checked here, before any work: text is valid Unicode (JSON may escape a lone
 surrogate, ``"\ud800"``, which no tokenizer or encoder takes), numbers lie in the range the
@@ -70,7 +72,21 @@ class StreamOptions(_Body):
     include_usage: bool = False
 
 
+class JsonSchemaFormat(_Body):
+    name: Annotated[Text, Field(min_length=1, max_length=64)]
+    description: Text | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(_Body):
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+
+
 class _Sampling(_Body):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
     model: ModelName
     temperature: Temperature | None = None
     top_p: Probability | None = None
@@ -91,6 +107,7 @@ class ChatCompletionRequest(_Sampling):
     max_tokens: MaxTokens | None = None
     max_completion_tokens: MaxTokens | None = None
     logprobs: bool | None = None
+    response_format: ResponseFormat | None = None
 
 
 class CompletionRequest(_Sampling):

@@ -23,6 +23,9 @@ from typing import Any, TypeVar
 
 from tokenizers import Tokenizer
 
+from gateway.generation_config import artifact_sampling
+from settings.stack import SamplingDefaults
+
 
 class LlmTokenizer:
     def __init__(self, gguf_path: Path) -> None:
@@ -39,6 +42,7 @@ class LlmTokenizer:
                                               add_generation_prompt=True)
         self.max_token_bytes = max(1, max(len(self._llm.detokenize([token], special=True))
                                           for token in range(self._llm.n_vocab())))
+        self.sampling: SamplingDefaults = artifact_sampling(gguf_path, self._llm.metadata)
 
     def min_tokens(self, prompt: str) -> int:
         """A lower bound of ``count(prompt)`` from its length alone (no token is longer than

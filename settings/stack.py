@@ -50,6 +50,21 @@ class Batching(StrictModel):
         return self
 
 
+class SamplingDefaults(StrictModel):
+    """Recommended sampling of an LLM, applied by the gateway to the fields a request leaves out.
+    A field left None here falls back to the artifact's generation config, then to the OpenAI
+    default (temperature 1, top_p 1, no top_k)."""
+
+    temperature: Annotated[float, Field(ge=0.0, le=2.0)] | None = None
+    top_p: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    top_k: Annotated[int, Field(ge=0)] | None = None
+
+    def over(self, base: SamplingDefaults) -> SamplingDefaults:
+        """These defaults, with ``base``'s where this one leaves a field None."""
+        return SamplingDefaults(**{name: getattr(self, name) if getattr(self, name) is not None else getattr(base, name)
+                                   for name in SamplingDefaults.model_fields})
+
+
 class ModelSpec(StrictModel):
     """One served model: its kind, the version served, batching and engine parameters."""
 
@@ -63,6 +78,8 @@ class ModelSpec(StrictModel):
     token_cost_factor: Annotated[float, Field(gt=0)] = 1.0
     cache_entries: Annotated[int, Field(ge=0, le=10_000_000)] = 0
     warmup: bool = True
+    # LLMs: sampling defaults over the artifact's generation config (gateway/sampling_defaults.py)
+    sampling: SamplingDefaults = SamplingDefaults()
     parameters: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")

@@ -10,6 +10,7 @@ setup is instant; a failed build leaves no marker and is redone next time.
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -18,6 +19,9 @@ from pathlib import Path
 from settings.stack import StackConfig, WorkloadKind
 
 RECIPE_VERSION = "1"
+# SmolLM2-135M-Instruct's recommended sampling (its model card's generate() call); the GGUF
+# carries none. At the OpenAI default (temperature 1.0) the 135M model wanders off.
+SMOLLM2_GENERATION_CONFIG = {"do_sample": True, "temperature": 0.2, "top_p": 0.9}
 
 
 def smollm2_gguf_path() -> Path:
@@ -32,6 +36,16 @@ def smollm2_gguf_path() -> Path:
 def _build_llm(out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     shutil.copy2(smollm2_gguf_path(), out_dir / "model.gguf")
+    _add_generation_config(out_dir)
+
+
+def _add_generation_config(out_dir: Path) -> None:
+    """Write the LLM's ``generation_config.json`` if it is missing (atomically: a new file)."""
+    target = out_dir / "generation_config.json"
+    if not target.is_file():
+        staging = out_dir / ".generation_config.json.tmp"
+        staging.write_text(json.dumps(SMOLLM2_GENERATION_CONFIG, indent=2) + "\n")
+        staging.replace(target)
 
 
 def _build_minilm(out_dir: Path) -> None:
@@ -52,6 +66,10 @@ def _build_tabular(out_dir: Path) -> None:
     train_and_export_tabular(out_dir)
 
 
+# Files a recipe gained after its artifacts were built: added to a complete artifact in place
+# (cheap, idempotent), so an existing build neither needs nor gets a rebuild.
+_ADDITIONS: dict[WorkloadKind, Callable[[Path], None]] = {WorkloadKind.LLM: _add_generation_config}
+
 _RECIPES: dict[WorkloadKind, Callable[[Path], None]] = {
     WorkloadKind.LLM: _build_llm,
     WorkloadKind.EMBEDDING: _build_minilm,
@@ -68,6 +86,8 @@ def build_artifacts(config: StackConfig, out_dir: Path, log: Callable[[str], Non
         target = out_dir / model.name
         marker = target / ".complete"
         if marker.is_file() and marker.read_text() == RECIPE_VERSION:
+            if model.kind in _ADDITIONS:
+                _ADDITIONS[model.kind](target)
             continue
         log(f"building artifacts of {model.name} ({model.kind.value})")
         staging = Path(tempfile.mkdtemp(prefix=f".{model.name}-", dir=out_dir))

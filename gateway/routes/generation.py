@@ -21,7 +21,7 @@ import contextlib
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import Request as HttpRequest
 from sse_starlette import ServerSentEvent
@@ -39,12 +39,16 @@ from gateway.errors import (
     WorkerFailedError,
 )
 from gateway.outcomes import CANCELLED, COMPLETED, Ending
+from gateway.request_parameters import check_parameters
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, as_list
 from gateway.stream_journal import StreamEvents
+from gateway.structured_output import response_grammar
 from gateway.transport.protocol import GenerationRequest, TextChunk, Transport
 from scheduling.prediction.prefix_reuse import PromptPrefixes
 from scheduling.tenants import Tenant
 from settings.stack import ModelSpec
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -109,6 +113,9 @@ class Call:
 
 
 def check_unsupported(body: ChatCompletionRequest | CompletionRequest) -> None:
+    """Refuse parameters this engine does not honour (``gateway/request_parameters.py``) and the
+    values of declared ones it cannot serve."""
+    check_parameters(body)
     if body.n != 1:
         raise InvalidRequestError("only n=1 is supported", param="n")
     if body.logprobs:
@@ -147,13 +154,21 @@ def build_generation(gateway: Gateway, model: ModelSpec, tenant: Tenant, prompt:
         )
     stop = tuple(as_list(body.stop)) if body.stop is not None else ()
     seed = body.seed if body.seed is not None else secrets.randbits(31)  # a resume continues it exactly
+    defaults = model.sampling.over(gateway.models.llm_tokenizers[model.name].sampling)
     return GenerationRequest(
         prompt=prompt, prompt_tokens=prompt_tokens,
         max_tokens=max_tokens if max_tokens is not None else min(model.default_max_tokens, room),
-        temperature=body.temperature, top_p=body.top_p, top_k=body.top_k, seed=seed,
+        temperature=_given(body.temperature, defaults.temperature), top_p=_given(body.top_p, defaults.top_p),
+        top_k=_given(body.top_k, defaults.top_k), seed=seed,
         stop=stop, priority=tenant.tier.triton_priority,
+        grammar=response_grammar(gateway.models.config, model, getattr(body, "response_format", None)),
         prefixes=PromptPrefixes.of(tokens) if _reuses_prefixes(gateway, model.name) else None,
     )
+
+
+def _given(value: T | None, default: T | None) -> T | None:
+    """The request's value; the model's recommended default where the request leaves it out."""
+    return value if value is not None else default
 
 
 def _reuses_prefixes(gateway: Gateway, model: str) -> bool:

@@ -78,6 +78,7 @@ class GenerationRequest:
     priority: int = 0
     prefixes: PromptPrefixes | None = None
     continuation: tuple[int, ...] = ()
+    grammar: str = ""  # the output must follow it (gateway/structured_output.py); "" unconstrained
 
 
 @dataclass(frozen=True)

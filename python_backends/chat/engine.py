@@ -41,6 +41,7 @@ from pathlib import Path
 
 from python_backends.batching import InvalidInputError
 from python_backends.chat.block_pool import BlockPool
+from python_backends.chat.grammar import GrammarConstraint
 from python_backends.chat.llama_runtime import BatchEntry, KvSlotError, LlamaRuntime
 from python_backends.chat.params import GenerationParams
 from python_backends.chat.scheduler import Chunk, SchedulerLimits, StepScheduler
@@ -141,9 +142,11 @@ class BatchEngine:
             raise InvalidInputError("prompt", f"has {len(tokens)} tokens; a sequence holds at most {limit}")
         max_new = min(params.max_tokens, limit - len(tokens))
         self._check_continuation(continuation, max_new)
+        constraint = self._constraint(params, continuation)
         self._arrivals += 1
         seq = Sequence(number=self._arrivals, prompt_tokens=len(tokens), max_new_tokens=max_new,
-                       priority=priority, params=params, sink=sink, tokens=tokens + list(continuation))
+                       priority=priority, params=params, sink=sink, tokens=tokens + list(continuation),
+                       constraint=constraint)
         if continuation:
             seq.sampler.skip(len(continuation))
             for token in continuation:
@@ -151,6 +154,18 @@ class BatchEngine:
             seq.sent_text = True
         self.scheduler.add(seq)
         return seq
+
+    def _constraint(self, params: GenerationParams, continuation: tuple[int, ...]) -> GrammarConstraint | None:
+        """The grammar of ``params`` advanced past ``continuation`` (None when unconstrained);
+        InvalidInputError for a bad grammar or a continuation it does not allow."""
+        if not params.grammar:
+            return None
+        constraint = self.runtime.grammar(params.grammar)
+        for token in continuation:
+            if not constraint.allows(token):
+                raise InvalidInputError("continuation", "holds a token the grammar does not allow")
+            constraint.accept(token)
+        return constraint
 
     def _check_continuation(self, continuation: tuple[int, ...], max_new_tokens: int) -> None:
         if len(continuation) >= max_new_tokens:
@@ -205,7 +220,7 @@ class BatchEngine:
             else:
                 self.prefill_tokens_total += chunk.count
             if chunk.wants_logits:
-                self._accept(chunk.seq, chunk.seq.sampler.sample(next(rows)))
+                self._accept(chunk.seq, chunk.seq.sampler.sample(next(rows), chunk.seq.constraint))
         self.steps_total += 1
         self.step_seconds_total += time.perf_counter() - started_s
         return True
@@ -238,6 +253,8 @@ class BatchEngine:
         if self.runtime.is_end(token):
             self._finish(seq, "stop")
             return
+        if seq.constraint is not None:
+            seq.constraint.accept(token)
         seq.tokens.append(token)
         seq.unsent_text += seq.stream.push(self.runtime.piece(token))
         seq.unsent_tokens += 1

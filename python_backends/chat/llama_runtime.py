@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from python_backends.chat.grammar import GrammarConstraint
+
 
 class KvSlotError(RuntimeError):
     """llama.cpp found no free KV cells for the batch; its memory state is unchanged."""
@@ -83,6 +85,7 @@ class LlamaRuntime:
         self.max_sequences = max_sequences
         self._batch = llama_cpp.llama_batch_init(max_batch_tokens, 0, 1)
         self._piece = ctypes.create_string_buffer(256)
+        self._grammar_tokenizer: object | None = None
 
     def tokenize(self, text: str) -> list[int]:
         """Token ids of an already templated prompt (special tokens parsed, BOS per the model)."""
@@ -100,6 +103,15 @@ class LlamaRuntime:
         """The bytes of one generated token (special tokens are not rendered)."""
         count = self._lib.llama_token_to_piece(self._vocab, token, self._piece, len(self._piece), 0, False)
         return bytes(self._piece.raw[:max(count, 0)])
+
+    def grammar(self, grammar: str) -> GrammarConstraint:
+        """A constraint that follows the llguidance ``grammar`` from its start (InvalidInputError
+        when it does not compile); the first call builds llguidance's tokenizer (about 1.5 s)."""
+        if self._grammar_tokenizer is None:
+            from llguidance.llamacpp import lltokenizer_from_vocab
+
+            self._grammar_tokenizer = lltokenizer_from_vocab(self._vocab)
+        return GrammarConstraint(self._grammar_tokenizer, grammar, self.n_vocab)
 
     def is_end(self, token: int) -> bool:
         return bool(self._lib.llama_vocab_is_eog(self._vocab, token))

@@ -30,7 +30,8 @@ from python_backends.chat.sequence import Delta
 from python_backends.triton_adapter import invalid_arg_response, model_parameters, version_dir
 from settings.engine import EngineConfig
 
-INPUTS = ("prompt", "max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "priority", "continuation")
+INPUTS = ("prompt", "max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "priority", "continuation",
+          "grammar")
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 WARMUP_TIMEOUT_S = 120
 CANCEL_CHECK_INTERVAL_S = 0.05  # is_cancelled() is a round trip to the server: ask at most this often

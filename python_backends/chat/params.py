@@ -15,6 +15,7 @@ import numpy as np
 from python_backends.batching import InvalidInputError, Tensors, decode_texts
 
 MAX_STOP_STRINGS = 4
+MAX_GRAMMAR_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,7 @@ class GenerationParams:
     top_k: int = 0
     seed: int = 0
     stop: tuple[str, ...] = ()
+    grammar: str = ""  # llguidance grammar the output must follow (``grammar.py``); empty: unconstrained
 
 
 def _scalar(inputs: Tensors, name: str) -> float | int | None:
@@ -47,6 +49,7 @@ def parse_params(inputs: Tensors, default_max_tokens: int, rng: random.Random) -
     top_k = _scalar(inputs, "top_k")
     seed = _scalar(inputs, "seed")
     stop = tuple(decode_texts(inputs, "stop")) if "stop" in inputs else ()
+    grammar = decode_texts(inputs, "grammar")[0] if "grammar" in inputs else ""
     params = GenerationParams(
         max_tokens=int(max_tokens) if max_tokens is not None else default_max_tokens,
         temperature=float(temperature) if temperature is not None else 1.0,
@@ -54,6 +57,7 @@ def parse_params(inputs: Tensors, default_max_tokens: int, rng: random.Random) -
         top_k=int(top_k) if top_k is not None else 0,
         seed=int(seed) if seed is not None else rng.getrandbits(31),
         stop=stop,
+        grammar=grammar,
     )
     _check(params)
     return params
@@ -70,6 +74,8 @@ def _check(params: GenerationParams) -> None:
         raise InvalidInputError("top_k", "must be 0 (disabled) or positive")
     if len(params.stop) > MAX_STOP_STRINGS:
         raise InvalidInputError("stop", f"at most {MAX_STOP_STRINGS} stop strings")
+    if len(params.grammar.encode("utf-8")) > MAX_GRAMMAR_BYTES:
+        raise InvalidInputError("grammar", f"is longer than {MAX_GRAMMAR_BYTES} bytes")
 
 
 MAX_CONTINUATION_TOKENS = 1 << 20

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from python_backends.chat.grammar import GrammarConstraint
 from python_backends.chat.params import GenerationParams
 
 _TOP_P_FIRST_TRY = 64  # candidates tried before a full sort when top_p < 1
@@ -33,8 +34,14 @@ class TokenSampler:
     def greedy(self) -> bool:
         return self.temperature == 0.0 or self.top_k == 1
 
-    def sample(self, row: np.ndarray) -> int:
-        """One token id drawn from the logits ``row`` (shape ``(n_vocab,)``)."""
+    def sample(self, row: np.ndarray, constraint: GrammarConstraint | None = None) -> int:
+        """One token id drawn from the logits ``row`` (shape ``(n_vocab,)``), among the tokens
+        ``constraint`` allows next when there is one (see ``grammar``)."""
+        if constraint is None:
+            return self._draw(row)
+        return self._draw(constraint.mask(row))
+
+    def _draw(self, row: np.ndarray) -> int:
         if self.greedy:
             return int(np.argmax(row))
         ids = np.arange(row.shape[0]) if self.top_k <= 0 else _top_k_ids(row, self.top_k)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from python_backends.chat.grammar import GrammarConstraint
 from python_backends.chat.params import GenerationParams
 from python_backends.chat.sampler import TokenSampler
 from python_backends.chat.text_stream import StopTextStream
@@ -65,6 +66,7 @@ class Sequence:
     unsent_tokens: int = 0  # tokens accepted since text was last sent
     unsent_ids: list[int] = field(default_factory=list)  # their ids
     sent_text: bool = False
+    constraint: GrammarConstraint | None = None  # the grammar the output follows (params.grammar)
 
     def __post_init__(self) -> None:
         self.sampler = TokenSampler(self.params)

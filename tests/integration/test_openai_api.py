@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import json
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import openai
@@ -32,6 +34,57 @@ def test_chat_completion_answers_with_usage(sdk: openai.OpenAI) -> None:
     assert choice.finish_reason == "stop"
     assert response.usage is not None and response.usage.prompt_tokens > 10
     assert response.usage.total_tokens == response.usage.prompt_tokens + response.usage.completion_tokens
+
+
+def test_the_readme_example_at_the_sdks_default_sampling_answers_sensibly(sdk: openai.OpenAI) -> None:
+    # No temperature given: the model's generation config (0.2, top_p 0.9) applies, not 1.0.
+    answers = [sdk.chat.completions.create(model="chat", messages=QUESTION, max_tokens=20, seed=seed)
+               for seed in range(3)]
+    assert all("Paris" in (a.choices[0].message.content or "") for a in answers)
+
+
+CITY_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["city", "population"],
+               "properties": {"city": {"type": "string", "maxLength": 24},
+                              "population": {"type": "integer", "minimum": 0, "maximum": 99_999_999}}}
+JSON_QUESTION: list[ChatCompletionUserMessageParam] = [
+    {"role": "user", "content": "What is the capital of France and its population? Answer in JSON."}]
+
+
+def test_json_schema_answers_sampled_at_temperature_one_all_parse_and_validate(stack: RunningStack) -> None:
+    sdk = openai.OpenAI(base_url=f"{stack.url}/v1", api_key=KEYS["premium"], max_retries=0, timeout=600)
+
+    def ask(seed: int) -> str:
+        response = sdk.chat.completions.create(
+            model="chat", messages=JSON_QUESTION, temperature=1.0, seed=seed, max_tokens=100,
+            response_format={"type": "json_schema",
+                             "json_schema": {"name": "city", "schema": CITY_SCHEMA, "strict": True}})
+        assert response.choices[0].finish_reason == "stop"
+        return response.choices[0].message.content or ""
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = [json.loads(text) for text in pool.map(ask, range(50))]
+    assert all(set(a) == {"city", "population"} and isinstance(a["population"], int) for a in answers)
+    assert len({json.dumps(a) for a in answers}) > 5  # sampled, not one greedy answer
+
+
+def test_json_mode_answers_are_json_objects(stack: RunningStack) -> None:
+    sdk = openai.OpenAI(base_url=f"{stack.url}/v1", api_key=KEYS["premium"], max_retries=0, timeout=600)
+
+    def ask(seed: int) -> openai.types.chat.ChatCompletion:
+        return sdk.chat.completions.create(model="chat", messages=JSON_QUESTION, temperature=1.0, seed=seed,
+                                           max_tokens=300, response_format={"type": "json_object"})
+
+    with ThreadPoolExecutor(max_workers=5) as pool:
+        responses = list(pool.map(ask, range(10)))
+    finished = [r.choices[0].message.content or "" for r in responses if r.choices[0].finish_reason == "stop"]
+    assert len(finished) >= 8  # the rest ran into max_tokens inside the object (as OpenAI's JSON mode can)
+    assert all(isinstance(json.loads(text), dict) for text in finished)
+
+
+def test_an_unsupported_parameter_is_refused_by_name(sdk: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as refused:
+        sdk.chat.completions.create(model="chat", messages=QUESTION, presence_penalty=0.5)
+    assert refused.value.body["param"] == "presence_penalty"  # type: ignore[index]
 
 
 def test_streamed_chat_yields_tokens_then_finish_and_usage(sdk: openai.OpenAI) -> None:

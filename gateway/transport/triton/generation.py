@@ -62,6 +62,8 @@ def build_inputs(request: GenerationRequest) -> list[grpcclient.InferInput]:
     if request.stop:
         stops = np.array([s.encode("utf-8") for s in request.stop], dtype=np.object_)
         inputs.append(_tensor("stop", stops, "BYTES"))
+    if request.grammar:
+        inputs.append(_tensor("grammar", np.array([request.grammar.encode("utf-8")], dtype=np.object_), "BYTES"))
     if request.continuation:
         inputs.append(_tensor("continuation", np.array(request.continuation, dtype=np.int32), "INT32"))
     return inputs

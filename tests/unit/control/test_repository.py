@@ -45,8 +45,9 @@ def test_chat_on_a_gpu_pool_is_a_tensorrt_llm_ensemble(config: StackConfig) -> N
         "chat_preprocessing", "chat_tensorrt_llm", "chat_postprocessing"]
     cpu = _parse(render_config(chat, "cpu"))
     # The CPU engine alone takes a continuation and sends its tokens' ids (a stream it served can be
-    # resumed on another worker); the gateway sends neither to an engine that sends no ids.
-    resume_only = {"continuation", "token_ids"}
+    # resumed on another worker); the gateway sends neither to an engine that sends no ids. It alone
+    # takes a grammar too: the gateway refuses response_format for a model TensorRT-LLM serves.
+    resume_only = {"continuation", "token_ids", "grammar"}
     assert {(i.name, i.data_type) for i in ensemble.input} == {
         (i.name, i.data_type) for i in cpu.input if i.name not in resume_only}
     assert {(o.name, o.data_type) for o in ensemble.output} == {
@@ -120,7 +121,8 @@ def test_chat_is_decoupled_with_optional_sampling_inputs(config: StackConfig) ->
     assert parsed.model_transaction_policy.decoupled
     assert not parsed.HasField("dynamic_batching")  # the engine queues and orders (llm.pbtxt.j2)
     optional = {i.name for i in parsed.input if i.optional}
-    assert optional == {"max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "priority", "continuation"}
+    assert optional == {"max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "priority", "continuation",
+                        "grammar"}
     assert parsed.parameters["kv_cache_tokens"].string_value == chat.parameters["kv_cache_tokens"]
 
 

@@ -186,3 +186,36 @@ async def test_an_ab_split_sticky_to_users_follows_the_x_shunter_user_header(gw:
     assert all(len(seen) == 1 for seen in per_user)  # each end user stays on one version
     assert set().union(*per_user) == {"1", "2"}  # and the tenant's users are split
     assert len(await versions_of(None)) == 1  # without the header: sticky to the tenant
+
+
+async def test_sampling_left_out_gets_the_models_recommended_defaults(gw: InProcessGateway) -> None:
+    await gw.client.post("/v1/chat/completions", headers=STANDARD, json=CHAT)
+    await gw.client.post("/v1/chat/completions", headers=STANDARD, json={**CHAT, "temperature": 1.0, "top_k": 5})
+    defaults, given = (g.request for g in gw.workers.generations)
+    assert (defaults.temperature, defaults.top_p, defaults.top_k) == (0.2, 0.9, None)  # generation_config.json
+    assert (given.temperature, given.top_p, given.top_k) == (1.0, 0.9, 5)
+
+
+async def test_response_format_is_sent_to_the_engine_as_a_grammar(gw: InProcessGateway) -> None:
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    for response_format in ({"type": "json_object"},
+                            {"type": "json_schema", "json_schema": {"name": "city", "schema": schema, "strict": True}}):
+        response = await gw.client.post("/v1/chat/completions", headers=STANDARD,
+                                        json={**CHAT, "response_format": response_format})
+        assert response.status_code == 200, response.text
+    json_object, json_schema = (g.request.grammar for g in gw.workers.generations)
+    assert '"type":"object"' in json_object.replace(" ", "") and '"city"' in json_schema
+
+
+@pytest.mark.parametrize(("response_format", "param"), [
+    ({"type": "json_schema", "json_schema": {"name": "x"}}, "response_format.json_schema"),
+    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "nonsense"}}},
+     "response_format.json_schema.schema"),
+    ({"type": "yaml"}, "response_format.type"),
+])
+async def test_a_response_format_that_cannot_be_enforced_is_a_400(gw: InProcessGateway, response_format: object,
+                                                                  param: str) -> None:
+    response = await gw.client.post("/v1/chat/completions", headers=STANDARD,
+                                    json={**CHAT, "response_format": response_format})
+    assert response.status_code == 400 and response.json()["error"]["param"] == param
+    assert not gw.workers.generations
