@@ -117,7 +117,7 @@ async def running(setup: GatewaySetup, transport: TransportFactory, poll_interva
     settings, metrics = setup.settings, setup.metrics
     async with AsyncExitStack() as parts:
         gateway_id = new_gateway_id()
-        store = open_state_store(settings.state_store, settings.store_timeout_s)
+        store = open_state_store(settings.state_store, settings.store_timeout_s, settings.stream_journal_timeout_s)
         await store.start()
         parts.push_async_callback(store.close)
         workers = transport(setup.config, setup.addresses, poll_interval_s)
