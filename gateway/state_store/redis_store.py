@@ -30,9 +30,10 @@ gateways added since this gateway's previous call; this object remembers per gat
 saw, so the first call (after a start) returns the others' whole totals so far, and a fleet whose
 totals expired starts again from zero.
 
-Journal writes (``open_stream``, ``append_stream``) go on their own connections, bounded by
-``journal_timeout_s`` (longer: a stream's events wait for them, ``gateway/stream_journal.py``); a
-failed one raises ``StoreUnavailable`` but neither marks the store unavailable nor waits for a probe.
+Stream calls (``open_stream``, ``append_stream``, ``read_stream``, ``set_stream_owner``,
+``stream_owner``) go on their own connections, bounded by ``journal_timeout_s`` (longer: a
+stream's events wait for them, ``gateway/stream_journal.py``, and a reconnect reads them); a failed
+one raises ``StoreUnavailable`` but neither marks the store unavailable nor waits for a probe.
 
 Availability: every other call is bounded by ``timeout_s`` (socket timeouts, no client retries, and
 ``asyncio.timeout`` around the whole call). A connection error, a timeout or any other Redis
@@ -190,7 +191,7 @@ class RedisStateStore:
         return result
 
     async def _journal_call(self, operation: Callable[[Redis], Awaitable[T]]) -> T:
-        """One journal write on the journal's connections, bounded by ``journal_timeout_s``."""
+        """One stream call on the journal's connections, bounded by ``journal_timeout_s``."""
         try:
             async with asyncio.timeout(self._journal_timeout_s):
                 return await operation(self._journal_client)
@@ -325,10 +326,10 @@ class RedisStateStore:
     # streams and retries
 
     async def set_stream_owner(self, request_id: str, gateway: str, ttl_s: float) -> None:
-        await self._call(lambda: self._client.set(self._key("stream", request_id), gateway, px=_ms(ttl_s)))
+        await self._journal_call(lambda client: client.set(self._key("stream", request_id), gateway, px=_ms(ttl_s)))
 
     async def stream_owner(self, request_id: str) -> str | None:
-        owner = await self._call(lambda: self._client.get(self._key("stream", request_id)))
+        owner = await self._journal_call(lambda client: client.get(self._key("stream", request_id)))
         return _text(owner) if owner is not None else None
 
     async def note_attempt(self, request_id: str, ttl_s: float) -> int:
@@ -376,8 +377,8 @@ class RedisStateStore:
     async def read_stream(self, request_id: str, after: int) -> StreamJournal | None:
         meta, listed = self._key("sse", request_id), self._key("sse", request_id, "events")
 
-        async def read() -> StreamJournal | None:
-            pipe = self._client.pipeline(transaction=True)
+        async def read(client: Redis) -> StreamJournal | None:
+            pipe = client.pipeline(transaction=True)
             pipe.hgetall(meta)
             pipe.lrange(listed, 0, -1)
             fields, raw_events = await pipe.execute()
@@ -396,4 +397,4 @@ class RedisStateStore:
                                  tuple(int(t) for _, _, ids in parsed for t in ids), len(parsed),
                                  _text(values["done"]) == "1")
 
-        return await self._call(read)
+        return await self._journal_call(read)
