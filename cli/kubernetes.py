@@ -1,9 +1,11 @@
 """``shunter k8s render OVERLAY``: the per-pool part of a Kubernetes overlay, from its ``fleet.yaml``.
 
 Kustomize cannot loop, and every GPU pool needs the same five objects with a few values changed,
-so they are generated, checked in, and kept in step by a test (tests/unit/deploy). The input is
-the overlay's ``fleet.yaml`` (``FleetSpec``): images, the S3 repository, Prometheus, and one entry
-per pool (GPU product label, resources, models, replica bounds, whether it may scale to zero).
+so they are generated, checked in, and kept in step by a test (tests/unit/deploy). The inputs
+are the overlay's ``fleet.yaml`` (``FleetSpec``: images, the S3 repository, Prometheus, and one
+entry per pool: GPU product label, resources, models, start-up budget) and its
+``config/capacity.yaml``, the capacity controller's configuration, which gateway and control read
+too and which gives every pool its replica bounds (``pool_bounds``).
 The outputs, under ``OVERLAY/generated/``:
 
 - ``pools.yaml``: the ``pools.yaml`` that gateway and control read (each pool's ``host`` is its
@@ -16,14 +18,16 @@ The outputs, under ``OVERLAY/generated/``:
 The shared configuration files (``models.yaml``, ``scheduling.yaml``) are copied from ``config/``
 into ``deploy/kubernetes/base/config/`` by the same command.
 
-Which pools may go to zero: ``scale_to_zero`` per pool here, until the capacity configuration
-(min/max replicas and scale-to-zero per model x pool) exists; then a pool may go to zero only if
-every model it serves allows it, and its bounds are the widest of its models' (see
-docs/deploy-kubernetes.md).
+Every pod of a pool serves all of the pool's models, so a pool's ScaledObject follows the most
+any model needs, and its bounds are the widest of its models': ``minReplicaCount`` is the largest
+``min_replicas`` of a model on the pool, so a pool goes to zero only when every model it serves
+may have zero replicas there; ``maxReplicaCount`` the largest ``max_replicas``. Every model of
+every pool must be listed in ``capacity.yaml`` (KEDA sizes every pool from the controller).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -32,7 +36,10 @@ import yaml
 from pydantic import Field, ValidationError, model_validator
 
 from settings.base import ConfigError, StrictModel, read_yaml
+from settings.capacity import load_capacity
 from settings.paths import PROJECT_ROOT
+from settings.scheduling import load_scheduling
+from settings.stack import ModelsFile, PoolsFile, StackConfig
 
 DEPLOY_DIR = PROJECT_ROOT / "deploy" / "kubernetes"
 SHARED_CONFIG = ("models.yaml", "scheduling.yaml")
@@ -56,17 +63,10 @@ class PoolEntry(StrictModel):
     memory: str
     shm: str = "2Gi"
     models: tuple[str, ...]
-    min_replicas: Annotated[int, Field(ge=0)] = 1
-    max_replicas: Annotated[int, Field(ge=1, le=256)] = 4
-    scale_to_zero: bool = False
     startup_timeout_s: Annotated[int, Field(ge=30, le=7200)] = 900
 
     @model_validator(mode="after")
-    def _bounds(self) -> PoolEntry:
-        if self.min_replicas > self.max_replicas:
-            raise ValueError(f"pool {self.name}: min_replicas above max_replicas")
-        if self.min_replicas == 0 and not self.scale_to_zero:
-            raise ValueError(f"pool {self.name}: min_replicas 0 needs scale_to_zero: true")
+    def _gpu(self) -> PoolEntry:
         if (self.gpu_product is None) != (self.gpus == 0):
             raise ValueError(f"pool {self.name}: a GPU pool names its gpu_product and gpus >= 1; a CPU pool neither")
         return self
@@ -83,11 +83,47 @@ class FleetSpec(StrictModel):
     pools: tuple[PoolEntry, ...]
 
 
+@dataclass(frozen=True)
+class PoolBounds:
+    """A pool's ScaledObject bounds (see the module docstring)."""
+
+    min_replicas: int
+    max_replicas: int
+
+
 def load_fleet(path: Path) -> FleetSpec:
     try:
         return FleetSpec.model_validate(read_yaml(path))
     except ValidationError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
+
+
+def fleet_stack(fleet: FleetSpec) -> StackConfig:
+    """The stack configuration gateway and control read on this fleet."""
+    models_path = PROJECT_ROOT / "config" / "models.yaml"
+    try:
+        pools = PoolsFile.model_validate(pools_config(fleet))
+        return StackConfig(triton=pools.triton, pools=pools.pools,
+                           models=ModelsFile.model_validate(read_yaml(models_path)).models)
+    except ValueError as exc:
+        raise ConfigError(f"fleet.yaml + {models_path}: {exc}") from exc
+
+
+def pool_bounds(fleet: FleetSpec, capacity_path: Path) -> dict[str, PoolBounds]:
+    """Each pool's bounds from the overlay's ``capacity.yaml`` (see the module docstring); a
+    ConfigError names a model of a pool that the file leaves out."""
+    stack = fleet_stack(fleet)
+    scheduling = load_scheduling(PROJECT_ROOT / "config" / "scheduling.yaml", stack)
+    targets = load_capacity(capacity_path, stack, scheduling).policy.targets
+    bounds: dict[str, PoolBounds] = {}
+    for pool in fleet.pools:
+        listed = [target for key, target in targets.items() if key.pool == pool.name]
+        missing = sorted(set(pool.models) - {t.key.model for t in listed})
+        if missing:
+            raise ConfigError(f"{capacity_path}: models.{missing[0]}.pools.{pool.name}: missing; on Kubernetes "
+                              f"every model of every pool needs its bounds (KEDA sizes pool {pool.name} from them)")
+        bounds[pool.name] = PoolBounds(max(t.min_replicas for t in listed), max(t.max_replicas for t in listed))
+    return bounds
 
 
 def _labels(pool: PoolEntry) -> dict[str, str]:
@@ -152,7 +188,7 @@ def _container(pool: PoolEntry, fleet: FleetSpec, port: int) -> dict[str, Any]:
     }
 
 
-def _deployment(pool: PoolEntry, fleet: FleetSpec, port: int) -> dict[str, Any]:
+def _deployment(pool: PoolEntry, fleet: FleetSpec, port: int, bounds: PoolBounds) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "securityContext": {"runAsNonRoot": True, "fsGroup": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
         "terminationGracePeriodSeconds": 60,
@@ -165,7 +201,7 @@ def _deployment(pool: PoolEntry, fleet: FleetSpec, port: int) -> dict[str, Any]:
         spec["tolerations"] = [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
     return {"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": f"triton-{pool.name}", "labels": _labels(pool)},
-            "spec": {"replicas": pool.min_replicas, "selector": {"matchLabels": _labels(pool)},
+            "spec": {"replicas": bounds.min_replicas, "selector": {"matchLabels": _labels(pool)},
                      "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
                      "template": {"metadata": {"labels": _labels(pool)}, "spec": spec}}}
 
@@ -181,16 +217,16 @@ def desired_replicas_query(pool: str) -> str:
     return f'max({DESIRED_REPLICAS_METRIC}{{pool="{pool}"}})'
 
 
-def _scaled_object(pool: PoolEntry, fleet: FleetSpec) -> dict[str, Any]:
+def _scaled_object(pool: PoolEntry, fleet: FleetSpec, bounds: PoolBounds) -> dict[str, Any]:
     return {
         "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
         "metadata": {"name": f"triton-{pool.name}", "labels": _labels(pool)},
         "spec": {
             "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": f"triton-{pool.name}"},
-            "minReplicaCount": pool.min_replicas, "maxReplicaCount": pool.max_replicas,
+            "minReplicaCount": bounds.min_replicas, "maxReplicaCount": bounds.max_replicas,
             "pollingInterval": fleet.polling_interval_s, "cooldownPeriod": fleet.cooldown_s,
             # Prometheus unreachable: hold at least one pod (never scale a pool to zero blind).
-            "fallback": {"failureThreshold": 3, "replicas": max(1, pool.min_replicas)},
+            "fallback": {"failureThreshold": 3, "replicas": max(1, bounds.min_replicas)},
             # The capacity controller already smooths; the HPA only follows it, downscale after 60 s.
             "advanced": {"horizontalPodAutoscalerConfig": {"behavior": {
                 "scaleDown": {"stabilizationWindowSeconds": 60,
@@ -202,20 +238,23 @@ def _scaled_object(pool: PoolEntry, fleet: FleetSpec) -> dict[str, Any]:
     }
 
 
-def pool_objects(fleet: FleetSpec) -> list[dict[str, Any]]:
+def pool_objects(fleet: FleetSpec, bounds: dict[str, PoolBounds]) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = []
     for index, pool in enumerate(fleet.pools):
-        port = BASE_PORT + 10 * index
-        objects += [_service(pool, port), _deployment(pool, fleet, port), _pdb(pool), _scaled_object(pool, fleet)]
+        port, pool_bounds = BASE_PORT + 10 * index, bounds[pool.name]
+        objects += [_service(pool, port), _deployment(pool, fleet, port, pool_bounds), _pdb(pool),
+                    _scaled_object(pool, fleet, pool_bounds)]
     return objects
 
 
 def rendered_files(overlay: Path) -> dict[Path, str]:
     """Every file ``render`` writes for ``overlay``, path -> text."""
     fleet = load_fleet(overlay / "fleet.yaml")
+    bounds = pool_bounds(fleet, overlay / "config" / "capacity.yaml")
     dump = lambda data: yaml.safe_dump(data, sort_keys=False, width=120)  # noqa: E731
     files = {overlay / "generated" / "pools.yaml": HEADER + dump(pools_config(fleet)),
-             overlay / "generated" / "triton-pools.yaml": HEADER + "---\n".join(dump(o) for o in pool_objects(fleet))}
+             overlay / "generated" / "triton-pools.yaml":
+                 HEADER + "---\n".join(dump(o) for o in pool_objects(fleet, bounds))}
     if fleet.demo_tenants:
         files[overlay / "config" / "tenants.yaml"] = (PROJECT_ROOT / "config" / "tenants.yaml").read_text("utf-8")
     for name in SHARED_CONFIG:

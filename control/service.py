@@ -21,7 +21,7 @@ from control.admin_api import ControlApiError, error_response
 from control.admin_api import router as admin_router
 from control.capacity.api import router as capacity_router
 from control.capacity.controller import CapacityController
-from control.capacity.replicas import ReplicaSet
+from control.capacity.source import ReplicaSource
 from control.control_plane import ControlPlane
 from control.errors import ControlError
 from control.key_admin import router as key_router
@@ -33,7 +33,7 @@ from settings.workers import WorkerAddress
 def create_control_app(config: StackConfig, supervisor: Supervisor | None, admin_token: str,
                        plane: ControlPlane | None = None,
                        gateways: Callable[[], list[dict[str, Any]]] | None = None,
-                       replicas: ReplicaSet | None = None, capacity: CapacityController | None = None) -> FastAPI:
+                       replicas: ReplicaSource | None = None, capacity: CapacityController | None = None) -> FastAPI:
     """The admin app; ``gateways`` lists the gateway processes the local stack runs; ``replicas``
     and ``capacity`` serve the capacity routes (``control/capacity/api.py``) and ``/metrics``.
     Without a ``supervisor`` (Kubernetes mode) the workers listed are the pods the plane's deployer finds."""

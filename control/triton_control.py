@@ -5,9 +5,10 @@ the versions its rendered version policy lists and unloads the others; Triton ke
 versions it already had until the reload succeeds, and a failed reload leaves them loaded.
 ``unload`` removes a model from one worker (the requests in flight on it finish; ``loaded``
 tells when it is gone).
-``ready_versions`` reads the repository index. ``warm_request`` sends one real inference to one
-version (a sample input per workload kind), so the first user request does not pay for lazy
-initialisation; for an LLM it asks for a single token over a gRPC stream. Every call is bounded.
+``ready_versions`` (one model) and ``ready_models`` (the whole worker) read the repository index.
+``warm_request`` sends one real inference to one version (a sample input per workload kind), so
+the first user request does not pay for lazy initialisation; for an LLM it asks for a single
+token over a gRPC stream. Every call is bounded.
 """
 
 from __future__ import annotations
@@ -71,6 +72,19 @@ def unload(address: WorkerAddress, model: str, timeout_s: float) -> None:
         raise TritonControlError(f"worker {address.name}: unloading {model} failed: {exc.message()}") from exc
     finally:
         client.close()
+
+
+def ready_models(address: WorkerAddress, timeout_s: float = 5.0) -> frozenset[str] | None:
+    """The models with a version READY on the worker, from one repository-index call (None when
+    the worker does not answer)."""
+    client = _http(address, timeout_s)
+    try:
+        index = client.get_model_repository_index()
+    except (InferenceServerException, OSError):
+        return None
+    finally:
+        client.close()
+    return frozenset(str(e["name"]) for e in index if e.get("state") == "READY" and "name" in e)
 
 
 def loaded(address: WorkerAddress, model: str, timeout_s: float = 5.0) -> bool:

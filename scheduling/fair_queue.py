@@ -14,17 +14,29 @@ lifted: it was between requests, not idle. Gateways that share their counters ne
 closed-loop client's queue empties between its requests, and each lift would reset the service
 that other gateways counted for the tenants it is lifted among (``gateway/fair_share.py``).
 
-``candidates(blocked)`` yields, in service order, the head entry for each (model, regions) lane
-that the caller has not marked blocked: the driver places the first it can and marks the lanes
-it cannot, so a request never overtakes an earlier one of the same lane, while another model's
-requests are not held behind a full worker.
+Minimum shares between bands (``min_share``, per tier; no starvation across tiers): a lower band
+that has been backlogged since some moment and has received less than ``min_share[tier]`` of all
+the cost dispatched since then is *owed* and goes before the higher bands until it has its share.
+Costs are the un-normalised charges (tokens x cost factor, not divided by tenant weight). So over
+any interval a band stays backlogged, its dispatched cost is at least ``min_share x`` the total
+minus one request's cost; under sustained higher-tier load at a pool dispatch rate of ``D`` cost
+per second, the head of a backlogged band whose own band has ``Q`` cost queued before it (its own
+included) is dispatched within ``(Q + c_max) / (min_share x D)`` seconds, ``c_max`` being the
+largest single request's cost, provided a worker can take its lane. The higher bands lose at most
+``min_share`` of the dispatch while the lower one is backlogged, which is what the premium
+objectives must be sized for (``min_dispatch_share`` in ``scheduling.yaml``).
+
+``candidates(blocked)`` yields, in service order (owed bands first, then the bands in tier order),
+the head entry for each (model, regions) lane that the caller has not marked blocked: the driver
+places the first it can and marks the lanes it cannot, so a request never overtakes an earlier one
+of the same lane, while another model's requests are not held behind a full worker.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from scheduling.requests import Request
@@ -68,11 +80,16 @@ class FairQueue:
     input_weight: float = 1.0
     output_weight: float = 2.0
     lift_grace_s: float = 0.0  # a tenant whose previous request arrived this recently is not lifted
+    min_share: Mapping[Tier, float] = field(default_factory=dict)  # a backlogged band's least share of dispatch
     counters: dict[str, float] = field(default_factory=dict)
     _tenants: dict[str, _TenantQueue] = field(default_factory=dict)
     _band_of: dict[str, Tier] = field(default_factory=dict)
     _where: dict[str, _Entry] = field(default_factory=dict)
     _last_arrival_s: dict[str, float] = field(default_factory=dict)
+    _band_size: dict[Tier, int] = field(default_factory=dict)
+    _band_cost: dict[Tier, float] = field(default_factory=dict)  # cost dispatched to each band, ever
+    _total_cost: float = 0.0
+    _backlog_base: dict[Tier, tuple[float, float]] = field(default_factory=dict)  # (total, band) when backlogged
     _seq: int = 0
 
     def __len__(self) -> int:
@@ -96,6 +113,9 @@ class FairQueue:
             self._lift(name, request.tier)
         self._last_arrival_s[name] = request.arrival_s
         self._band_of[name] = request.tier
+        if self._band_size.get(request.tier, 0) == 0:  # the band becomes backlogged: its share counts from now
+            self._backlog_base[request.tier] = (self._total_cost, self._band_cost.get(request.tier, 0.0))
+        self._band_size[request.tier] = self._band_size.get(request.tier, 0) + 1
         self._seq += 1
         entry = _Entry(request.deadline_s, self._seq, request)
         queue.push(entry)
@@ -123,25 +143,43 @@ class FairQueue:
         heap.remove(entry)
         heapq.heapify(heap)
         queue.size -= 1
+        self._band_size[entry.request.tier] -= 1
         return entry.request
 
     def charge(self, request: Request) -> None:
         """Count a dispatched request against its tenant's counter (output as reserved)."""
-        name = request.tenant.name
-        self.counters[name] = self.counters.get(name, 0.0) + self.charge_of(request)
+        self._count(request, self.charge_of(request))
 
     def uncharge(self, request: Request) -> None:
         """Take back a dispatched request's whole charge (its worker failed; it is queued again)."""
-        name = request.tenant.name
-        self.counters[name] = self.counters.get(name, 0.0) - self.charge_of(request)
+        self._count(request, -self.charge_of(request))
 
     def refund(self, request: Request, generated_tokens: int) -> None:
         """Correct the reservation once the real output length is known."""
         unused = max(0, request.max_output_tokens - generated_tokens)
         if unused and request.max_output_tokens:
-            name = request.tenant.name
-            refund = self.output_weight * unused * request.cost_factor / request.tenant.weight
-            self.counters[name] = self.counters.get(name, 0.0) - refund
+            self._count(request, -self.output_weight * unused * request.cost_factor / request.tenant.weight)
+
+    def _count(self, request: Request, charge: float) -> None:
+        """Add ``charge`` (weighted) to the tenant's counter and its cost to the band shares."""
+        name = request.tenant.name
+        self.counters[name] = self.counters.get(name, 0.0) + charge
+        cost = charge * request.tenant.weight
+        self._total_cost += cost
+        self._band_cost[request.tier] = self._band_cost.get(request.tier, 0.0) + cost
+
+    def owed(self, tier: Tier) -> bool:
+        """Whether ``tier``'s band is backlogged and short of its ``min_share`` since it became so."""
+        share = self.min_share.get(tier, 0.0)
+        if share <= 0 or self._band_size.get(tier, 0) == 0:
+            return False
+        total_at, band_at = self._backlog_base.get(tier, (0.0, 0.0))
+        return self._band_cost.get(tier, 0.0) - band_at < share * (self._total_cost - total_at)
+
+    def bands_in_service_order(self) -> list[Tier]:
+        """Owed bands (in tier order), then the others in tier order."""
+        owed = [tier for tier in TIERS_IN_ORDER if self.owed(tier)]
+        return owed + [tier for tier in TIERS_IN_ORDER if tier not in owed]
 
     def _tenants_in_service_order(self, tier: Tier) -> list[str]:
         backlogged = [t for t, q in self._tenants.items() if q.size > 0 and self._band_of[t] is tier]
@@ -149,7 +187,7 @@ class FairQueue:
 
     def candidates(self, blocked: Callable[[Lane], bool]) -> Iterator[Request]:
         """Heads of unblocked lanes in service order; see the module docstring."""
-        for tier in TIERS_IN_ORDER:
+        for tier in self.bands_in_service_order():
             for tenant in self._tenants_in_service_order(tier):
                 for entry in self._tenants[tenant].heads():
                     if not blocked(lane_of(entry.request)):

@@ -59,6 +59,7 @@ from scheduling.prediction.predictor import Predictor
 from scheduling.prediction.prefill_cost import PrefillCoefficients
 from scheduling.prediction.start_wait import WaitEstimate
 from scheduling.requests import Request, RequestKind
+from scheduling.tenants import Tier
 from scheduling.workers import ModelLimits, ServiceRate, WorkerLoad, WorkerView, kv_claim_tokens
 
 NO_WORKER_RETRY_S = 5.0
@@ -76,6 +77,7 @@ class SchedulerConfig:
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)
     expire_at_ttft: bool = True  # fair policy: expire a queued request once it cannot meet its TTFT objective
     lift_grace_s: float = 0.0  # fair policy: FairQueue.lift_grace_s (gateways sharing counters set it)
+    min_share: Mapping[Tier, float] = field(default_factory=dict)  # fair policy: FairQueue.min_share (no starvation)
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,8 @@ class Scheduler:
         fair = config.policy is Policy.FAIR
         self.limits = dict(limits) if fair else {
             name: replace(limit, tier_share={}, max_prefill_line_s=None) for name, limit in limits.items()}
-        default_queue = FairQueue(lift_grace_s=config.lift_grace_s) if fair else FifoQueue()
+        default_queue = (FairQueue(lift_grace_s=config.lift_grace_s, min_share=config.min_share) if fair
+                         else FifoQueue())
         self.queue: FairQueue | FifoQueue = queue if queue is not None else default_queue
         admission = config.admission if fair else AdmissionConfig(
             shed_wait_s={}, enforce_quotas=False, reject_predicted_misses=False)

@@ -179,10 +179,15 @@ def _check_references(parsed: CapacityFile, stack: StackConfig, tenants: set[str
 
 
 def _slots(parsed: CapacityFile, stack: StackConfig) -> dict[str, int]:
-    """Worker slots per pool; raises when ``workers`` is below a minimum or ports overlap."""
+    """Worker slots per pool; raises when ``workers`` is below a minimum or ports overlap. A pool of
+    pods (``discovery: dns``, Kubernetes) reserves no ports: every pod listens on the same ones, and
+    its slots are the most pods its ScaledObject allows (the largest ``max_replicas``)."""
     slots: dict[str, int] = {}
     for pool in stack.pools:
         bounds = {m: e.pools[pool.name] for m, e in parsed.models.items() if pool.name in e.pools}
+        if pool.discovery == "dns":
+            slots[pool.name] = max([0, *(b.max_replicas for b in bounds.values())])
+            continue
         for model, b in bounds.items():
             if b.min_replicas > pool.workers:
                 raise ValueError(f"models.{model}.pools.{pool.name}.min_replicas {b.min_replicas} > "
@@ -190,6 +195,8 @@ def _slots(parsed: CapacityFile, stack: StackConfig) -> dict[str, int]:
         slots[pool.name] = max([pool.workers, *(b.max_replicas for b in bounds.values())])
     used: dict[int, str] = {}
     for pool in stack.pools:
+        if pool.discovery == "dns":
+            continue
         for index in range(slots[pool.name]):
             for port in pool.worker_ports(index):
                 if port in used:

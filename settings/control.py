@@ -64,11 +64,15 @@ class KubernetesSettings(StrictModel):
     model-control API on every pod of a pool, found by resolving the pool's ``host`` in
     ``pools.yaml`` (its headless Service's DNS name) to one address per ready pod.
     ``gateway_host`` is the gateways' headless Service, resolved the same way before each wait
-    for the gateways to apply new routing, on ``gateway_port``."""
+    for the gateways to apply new routing, on ``gateway_port``; the capacity controller reads the
+    demand from those gateways' ``/metrics``, so it runs only when ``gateway_host`` is set.
+    ``pod_start_timeout_s``: how long pods the controller asked for count as starting (set it to
+    the pools' startup-probe budget, ``startup_timeout_s`` in ``fleet.yaml``)."""
 
     repository_uri: Annotated[str, Field(pattern=r"^s3://[^/?#]+")]
     gateway_host: str | None = None
     gateway_port: Annotated[int, Field(ge=1, le=65535)] = 8080
+    pod_start_timeout_s: Annotated[float, Field(gt=0, le=7200)] = 1800.0
 
 
 class ControlSettings(StrictModel):

@@ -50,6 +50,7 @@ class SchedulingFile(StrictModel):
     max_queued: Annotated[int, Field(ge=1, le=1_000_000)] = 4096
     rows_per_instance: Annotated[int, Field(ge=1, le=64)] = 2
     tier_budget_share: dict[Tier, Annotated[float, Field(gt=0, le=1)]] = Field(default_factory=dict)
+    min_dispatch_share: dict[Tier, Annotated[float, Field(ge=0, le=0.5)]] = Field(default_factory=dict)
     slo: dict[Tier, _SloEntry]
     shed_wait_s: dict[Tier, Positive | None] = Field(default_factory=dict)
     max_prefill_line_s: Positive | None = None
@@ -112,7 +113,10 @@ def load_scheduling(path: Path, stack: StackConfig, policy: Policy | None = None
         if pool.profile_name not in profiles:
             raise ConfigError(f"{path}: pool {pool.name} uses profile '{pool.profile_name}', which is not defined")
     shed = {tier: parsed.shed_wait_s.get(tier) for tier in Tier}
+    if sum(parsed.min_dispatch_share.values()) >= 1.0:
+        raise ConfigError(f"{path}: min_dispatch_share: the shares add up to 1 or more; they must leave room")
     config = SchedulerConfig(policy=policy or parsed.policy, max_queued=parsed.max_queued,
-                             admission=AdmissionConfig(shed_wait_s=shed), expire_at_ttft=parsed.expire_at_ttft)
+                             admission=AdmissionConfig(shed_wait_s=shed), expire_at_ttft=parsed.expire_at_ttft,
+                             min_share=dict(parsed.min_dispatch_share))
     slo = {tier: Slo(**entry.model_dump()) for tier, entry in parsed.slo.items()}
     return SchedulingSettings(config, slo, profiles, _limits(stack, parsed))

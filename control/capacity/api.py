@@ -24,7 +24,7 @@ from fastapi import APIRouter, Header, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from control.capacity.controller import CapacityController, CapacityError
-from control.capacity.replicas import ReplicaSet
+from control.capacity.source import ReplicaSource
 from settings.capacity_wire import REPLICAS_PATH
 
 router = APIRouter()
@@ -45,8 +45,8 @@ class OverrideBody(BaseModel):
     reason: Annotated[str, Field(min_length=1, max_length=2000)]
 
 
-def _replicas(request: Request) -> ReplicaSet:
-    replicas: ReplicaSet | None = getattr(request.app.state, "replicas", None)
+def _replicas(request: Request) -> ReplicaSource:
+    replicas: ReplicaSource | None = getattr(request.app.state, "replicas", None)
     if replicas is None:
         raise CapacityError(404, "capacity_disabled", "this control service manages no replicas")
     return replicas

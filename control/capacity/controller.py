@@ -9,7 +9,8 @@ that changes something (or starts being held back by a cap), each operator chang
 override's expiry is an audit-log entry. When a model may scale to zero, a second job checks
 every second for requests held at zero (``shunter_capacity_held_requests``) and runs a decision
 at once, so a cold model starts without waiting out the period. A tick whose gateways all fail
-to answer decides nothing.
+to answer decides nothing; so does one where gateways are discovered (Kubernetes mode: the
+gateway pods behind their Service) and none is found.
 
 Operators change bounds (``set_bounds``) and add expiring overrides (``override``); both are
 held in memory (a restart returns to ``capacity.yaml``) and audited with actor and reason.
@@ -30,9 +31,9 @@ import httpx
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from control.capacity.metrics import CapacityMetrics
-from control.capacity.replicas import ReplicaSet
 from control.capacity.signals import Reading, SignalHistory
 from control.capacity.snapshot import ReplicaCounts, active_models, build_snapshot, rate_window_s
+from control.capacity.source import ReplicaSource
 from control.errors import ControlError
 from control.registry import Registry
 from scheduling.autoscaling import (
@@ -66,13 +67,13 @@ class CapacityError(ControlError):
 class CapacityController:
     """See the module docstring. Thread-safe: ticks run one at a time."""
 
-    def __init__(self, settings: CapacitySettings, stack: StackConfig, replicas: ReplicaSet,
-                 gateway_urls: Sequence[str], registry: Registry, replica_settings: ReplicaSettings,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, settings: CapacitySettings, stack: StackConfig, replicas: ReplicaSource,
+                 gateway_urls: Sequence[str] | Callable[[], Sequence[str]], registry: Registry,
+                 replica_settings: ReplicaSettings, clock: Callable[[], float] = time.time) -> None:
         self.config: AutoscalingConfig = settings.policy
         self.slots = settings.slots
         self.stack, self.replicas, self.registry = stack, replicas, registry
-        self.gateway_urls = list(gateway_urls)
+        self._gateway_urls = gateway_urls
         self._settings, self._clock = replica_settings, clock
         self.state = ControllerState()
         self.metrics = CapacityMetrics()
@@ -125,18 +126,27 @@ class CapacityController:
             self.refresh_metrics()
             return decisions
 
+    @property
+    def gateway_urls(self) -> list[str]:
+        """The gateways now (on a cluster: the gateway pods the Service resolves to at this moment)."""
+        urls = self._gateway_urls
+        return list(urls() if callable(urls) else urls)
+
     def _scrape(self, now: float) -> Reading | None:
         reading, errors = Reading(now), []
+        gateway_urls = self.gateway_urls
         with httpx.Client(timeout=self._settings.gateway_timeout_s) as client:
-            for url in self.gateway_urls:
+            for url in gateway_urls:
                 try:
                     response = client.get(f"{url.rstrip('/')}/metrics")
                     response.raise_for_status()
                     reading.add(response.text)
                 except (httpx.HTTPError, ValueError) as exc:
                     errors.append(f"{url}: {exc}")
+        if not gateway_urls and callable(self._gateway_urls):
+            errors.append("no gateway pod found")  # a cluster with its gateways down: no demand to read
         self.gateway_error = "; ".join(errors) or None
-        if self.gateway_urls and len(errors) == len(self.gateway_urls):
+        if errors and len(errors) >= len(gateway_urls):
             log.warning("capacity: no gateway answered; no decision this tick (%s)", self.gateway_error)
             return None
         return reading

@@ -8,33 +8,42 @@ starts none of them: it publishes each render to S3 and drives load/unload throu
 model-control API. A canary loads the new version on every pod and warms it there, the traffic
 split moves, a pod added mid-rollout starts on exactly what the repository says and is included
 in the rollback, which unloads the version everywhere and removes it from S3. A restarted control
-loads the live version on a running pod that lacks it.
+loads the live version on a running pod that lacks it. The capacity controller, as ``python -m
+control`` opens it, reads a real gateway pod's demand, counts the pods and publishes the desired
+replicas KEDA scales the pool by; the test plays KEDA and starts the pod it asks for.
 """
 
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 import tritonclient.http as httpclient
 import yaml
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
 
+from control.capacity.cluster import open_cluster_capacity
+from control.capacity.snapshot import ReplicaCounts
 from control.control_plane import ControlPlane, ensure_signing_key, push_directory
 from control.registry import VersionState
 from control.remote_workers import HostsResolver
 from control.requirements import runtime_requirements
 from control.s3_repository import S3Repository
-from control.stack import stop_process, wait_http_ok
+from control.service import create_control_app
+from control.stack import Listen, start_gateway, stop_process, wait_http_ok
 from control.triton_control import ready_versions
 from control.triton_runtime import resolve_runtime
 from settings.control import load_control_settings
 from settings.paths import StackPaths
 from settings.stack import TritonSettings, load_stack_config
 from settings.workers import WorkerAddress
-from tests.integration.conftest import metric_sum
+from tests.integration.conftest import KEYS, metric_sum
 from tests.integration.ports import port
 from tests.s3server import LocalS3Server
 
@@ -42,6 +51,8 @@ pytestmark = pytest.mark.integration
 
 BASE_PORT = port(28700)
 POOL_HOST = "triton-cpu.shunter.svc.cluster.local"
+GATEWAY_HOST = "shunter-gateway-pods.shunter.svc.cluster.local"
+GATEWAY_PORT = port(28760)
 BUCKET = "shunter"
 MODEL = "tabular"
 
@@ -69,10 +80,16 @@ def _write_config(root: Path, endpoint: str) -> StackPaths:
                                                                          "warmup": False}]}))
     (config_dir / "pools.yaml").write_text(yaml.safe_dump({"pools": [
         {"name": "cpu", "gpu_type": "cpu", "region": "local", "host": POOL_HOST, "base_port": BASE_PORT,
-         "models": [MODEL]}]}))
+         "models": [MODEL], "discovery": "dns"}]}))
+    (config_dir / "scheduling.yaml").write_text(shipped.scheduling_file.read_text())
+    (config_dir / "capacity.yaml").write_text(yaml.safe_dump({
+        "controller": {"period_s": 1, "scale_down_window_s": 600},
+        "models": {MODEL: {"pools": {"cpu": {"min_replicas": 2, "max_replicas": 3}}}}}))
     (config_dir / "control.yaml").write_text(yaml.safe_dump({
         "mode": "kubernetes",
-        "kubernetes": {"repository_uri": f"s3://{BUCKET}/repository?endpoint={endpoint}"},
+        # The gateway pods' name resolves to none until the capacity test starts one.
+        "kubernetes": {"repository_uri": f"s3://{BUCKET}/repository?endpoint={endpoint}",
+                       "gateway_host": GATEWAY_HOST, "gateway_port": GATEWAY_PORT, "pod_start_timeout_s": 120},
         "artifact_store": f"s3://{BUCKET}/artifacts?endpoint={endpoint}",
         "rollout": {"ready_timeout_s": 120, "drain_timeout_s": 5},
     }))
@@ -196,3 +213,67 @@ def test_a_restarted_control_loads_the_live_version_on_running_pods(cluster: Clu
         restarted.close()
     for ip in cluster.dns[POOL_HOST]:
         assert ready_versions(_address(ip), MODEL) == {1}, ip
+
+
+def _gateway_pod(root: Path, cluster: Cluster) -> StackPaths:
+    """A gateway pod's configuration: the shipped one, serving the pool through its first pod (a
+    real gateway cannot resolve the stand-in pool name, so its pool lists that pod's address)."""
+    shipped = StackPaths()
+    config_dir, state_dir = root / "config", root / "state"
+    config_dir.mkdir(parents=True)
+    state_dir.mkdir()
+    for name in ("tenants.yaml", "scheduling.yaml", "gateway.yaml"):
+        (config_dir / name).write_text((shipped.config_dir / name).read_text())
+    (config_dir / "models.yaml").write_text(cluster.paths.models_file.read_text())
+    (config_dir / "pools.yaml").write_text(yaml.safe_dump({"pools": [
+        {"name": "cpu", "gpu_type": "cpu", "region": "local", "host": "127.0.0.2", "base_port": BASE_PORT,
+         "models": [MODEL]}]}))
+    return StackPaths(config_dir=config_dir, state_dir=state_dir)
+
+
+def _desired_replicas(metrics_text: str, pool: str) -> float:
+    """What each pool's ScaledObject asks Prometheus: ``max(shunter_capacity_desired_replicas{pool=...})``."""
+    return max(sample.value for family in text_string_to_metric_families(metrics_text)
+               for sample in family.samples
+               if sample.name == "shunter_capacity_desired_replicas" and sample.labels["pool"] == pool)
+
+
+def test_the_capacity_controller_sizes_the_pool_through_keda_s_metric(cluster: Cluster, tmp_path: Path) -> None:
+    stop_process(cluster.pods.pop("127.0.0.4"), timeout_s=20)  # KEDA scaled the pool back to two pods
+    cluster.dns[POOL_HOST] = ("127.0.0.2", "127.0.0.3")
+    gateway = start_gateway(_gateway_pod(tmp_path, cluster), Listen(gateway_port=GATEWAY_PORT), tmp_path / "gw.log")
+    cluster.dns[GATEWAY_HOST] = ("127.0.0.1",)
+    try:
+        pods, controller = open_cluster_capacity(cluster.plane, HostsResolver(cluster.dns))
+        assert controller is not None
+        app = TestClient(create_control_app(cluster.plane.config, None, "admin", cluster.plane, replicas=pods,
+                                            capacity=controller))
+        body = {"inputs": [{"name": "features", "datatype": "FP32", "shape": [2, 64], "data": [0.0] * 128}]}
+        with httpx.Client(base_url=f"http://127.0.0.1:{GATEWAY_PORT}", timeout=60,
+                          headers={"Authorization": f"Bearer {KEYS['premium']}"}) as client:
+            for _ in range(3):
+                assert client.post(f"/v2/models/{MODEL}/infer", json=body).status_code == 200
+
+        (decision,) = controller.run_once()  # the demand read from the gateway pod, the pods counted
+        assert (decision.key.pool, decision.current, decision.desired) == ("cpu", 2, 2), decision
+        assert controller.gateway_error is None and controller.snapshot is not None
+        assert _desired_replicas(app.get("/metrics").text, "cpu") == 2
+
+        controller.override(MODEL, "cpu", 3, 120, "operator", "KEDA drill")
+        controller.run_once()
+        assert _desired_replicas(app.get("/metrics").text, "cpu") == 3, "KEDA's query now asks for a third pod"
+        assert pods.counts("cpu", MODEL) == ReplicaCounts(2, 1, 0), "asked for, not ready: starting"
+
+        cluster.start_pod("127.0.0.4")  # KEDA: the Deployment's third pod, ready once the repository loaded
+        time.sleep(1.1)  # past the pod survey's reuse
+        controller.run_once()
+        row = next(r for r in app.get("/admin/v1/capacity", headers={"Authorization": "Bearer admin"}).json()["rows"])
+        assert (row["ready"], row["starting"], row["desired"]) == (3, 0, 3), row
+        assert row["last_cold_start_s"] is not None and row["last_cold_start_s"] > 0
+        assert app.get("/admin/capacity/replicas", headers={"Authorization": "Bearer admin"}).json()[
+            "cold_start_s"][MODEL] == row["last_cold_start_s"]
+        actions = [e.action for e in cluster.plane.registry.audit_log(MODEL, "capacity.")]
+        assert "capacity.override" in actions and "capacity.decision" in actions
+    finally:
+        cluster.dns.pop(GATEWAY_HOST, None)
+        stop_process(gateway)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from cli.kubernetes import (
     DEPLOY_DIR,
@@ -18,9 +19,11 @@ from cli.kubernetes import (
     GPU_RESOURCE,
     FleetSpec,
     PoolEntry,
+    pool_bounds,
     rendered_files,
 )
 from settings.base import ConfigError
+from settings.capacity import load_capacity
 from settings.control import load_control_settings
 from settings.scheduling import load_scheduling
 from settings.stack import StackConfig, load_stack_config
@@ -139,8 +142,12 @@ def test_every_image_is_pinned(rendered: Rendered) -> None:
 
 def test_every_scaled_object_scales_a_deployment_on_the_desired_replicas_metric(
         rendered: Rendered, tmp_path: Path) -> None:
-    pools = {p.name: p for p in _stack(rendered, tmp_path).pools}
-    entries = {p.name: p for p in rendered.fleet.pools}
+    stack = _stack(rendered, tmp_path)
+    pools = {p.name: p for p in stack.pools}
+    for name in ("scheduling.yaml", "capacity.yaml"):
+        (tmp_path / name).write_text(_raw(rendered, name))
+    targets = load_capacity(tmp_path / "capacity.yaml", stack, load_scheduling(tmp_path / "scheduling.yaml", stack)
+                            ).policy.targets
     for scaled in rendered.of_kind("ScaledObject"):
         target = scaled["spec"]["scaleTargetRef"]
         assert target["kind"] == "Deployment" and rendered.named("Deployment", target["name"]) is not None
@@ -151,7 +158,10 @@ def test_every_scaled_object_scales_a_deployment_on_the_desired_replicas_metric(
         assert found is not None, query
         pool = found[1]
         assert pool in pools and target["name"] == f"triton-{pool}"
-        assert (scaled["spec"]["minReplicaCount"] == 0) == entries[pool].scale_to_zero
+        on_pool = [t for key, t in targets.items() if key.pool == pool]
+        assert {t.key.model for t in on_pool} == set(pools[pool].models), "capacity.yaml bounds every model"
+        assert scaled["spec"]["minReplicaCount"] == max(t.min_replicas for t in on_pool), "zero only if all may"
+        assert scaled["spec"]["maxReplicaCount"] == max(t.max_replicas for t in on_pool)
         assert scaled["spec"]["fallback"]["replicas"] >= 1, "Prometheus down never means zero pods"
 
 
@@ -225,13 +235,9 @@ def test_generated_files_are_what_the_fleet_renders(overlay: str) -> None:
         assert path.read_text(encoding="utf-8") == text, f"{path} is stale: run `shunter k8s render`"
 
 
-def test_fleet_bounds_are_checked() -> None:
+def test_fleet_entries_are_checked() -> None:
     base = {"name": "a10", "gpu_type": "a10", "gpu_product": "NVIDIA-A10", "cpu": "4", "memory": "8Gi",
             "models": ["embed"]}
-    with pytest.raises(ValueError, match="scale_to_zero"):
-        PoolEntry.model_validate({**base, "min_replicas": 0})
-    with pytest.raises(ValueError, match="above"):
-        PoolEntry.model_validate({**base, "min_replicas": 5, "max_replicas": 2})
     with pytest.raises(ValueError, match="gpu_product"):
         PoolEntry.model_validate({**base, "gpus": 0})
     with pytest.raises(ValueError, match="worker_image"):
@@ -245,3 +251,25 @@ def test_a_bad_fleet_file_names_the_field(tmp_path: Path) -> None:
     (tmp_path / "fleet.yaml").write_text("namespace: x\npools: []\n")
     with pytest.raises(ConfigError, match="worker_image"):
         load_fleet(tmp_path / "fleet.yaml")
+
+
+def test_pool_bounds_are_the_widest_of_their_models_and_every_model_is_bounded(tmp_path: Path) -> None:
+    fleet = FleetSpec.model_validate({
+        "namespace": "x", "worker_image": "triton:1", "repository_uri": "s3://b", "prometheus_url": "http://p",
+        "pools": [{"name": "a10", "gpu_type": "a10", "gpu_product": "NVIDIA-A10", "cpu": "4", "memory": "8Gi",
+                   "models": ["embed", "vision"]},
+                  {"name": "h100", "gpu_type": "h100", "gpu_product": "NVIDIA-H100", "cpu": "4", "memory": "8Gi",
+                   "models": ["chat"]}]})
+    capacity = tmp_path / "capacity.yaml"
+    capacity.write_text(yaml.safe_dump({"models": {
+        "embed": {"pools": {"a10": {"min_replicas": 1, "max_replicas": 3}}},
+        "vision": {"scale_to_zero": {"enabled": True}, "pools": {"a10": {"min_replicas": 0, "max_replicas": 5}}},
+        "chat": {"pools": {"h100": {"min_replicas": 0, "max_replicas": 2}}}}}))
+    bounds = pool_bounds(fleet, capacity)
+    assert (bounds["a10"].min_replicas, bounds["a10"].max_replicas) == (1, 5), "embed keeps the pool warm"
+    assert (bounds["h100"].min_replicas, bounds["h100"].max_replicas) == (0, 2)
+    capacity.write_text(yaml.safe_dump({"models": {
+        "embed": {"pools": {"a10": {"min_replicas": 1, "max_replicas": 3}}},
+        "chat": {"pools": {"h100": {"min_replicas": 0, "max_replicas": 2}}}}}))
+    with pytest.raises(ConfigError, match=r"models\.vision\.pools\.a10: missing"):
+        pool_bounds(fleet, capacity)

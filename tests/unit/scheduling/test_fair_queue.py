@@ -115,3 +115,75 @@ def test_a_tenant_between_requests_keeps_its_counter_within_the_lift_grace() -> 
     queue.push(request(busy, now=5.0))
     queue.push(request(returning, now=5.0 + 2.5))  # 6 s after its previous request: idle, lifted
     assert queue.counters["returning"] == queue.counters["busy"]
+
+
+def _cost(queue: FairQueue, served: Request) -> float:
+    return queue.charge_of(served) * served.tenant.weight
+
+
+@settings(max_examples=60, deadline=None)
+@given(share=st.sampled_from([0.05, 0.1, 0.25]),
+       premium_sizes=st.lists(st.tuples(st.integers(1, 400), st.integers(0, 400)), min_size=50, max_size=300),
+       batch_sizes=st.lists(st.tuples(st.integers(1, 400), st.integers(0, 400)), min_size=5, max_size=40))
+def test_a_backlogged_lower_band_gets_its_minimum_share_under_sustained_premium_load(
+        share: float, premium_sizes: list[tuple[int, int]], batch_sizes: list[tuple[int, int]]) -> None:
+    """While the batch band stays backlogged, its dispatched cost is at least ``share`` of the total
+    minus one request's cost, however premium keeps arriving (one new premium per dispatch)."""
+    queue = FairQueue(min_share={Tier.BATCH: share})
+    premium, batch = tenant("p", Tier.PREMIUM, weight=4.0), tenant("b", Tier.BATCH)
+    for prefill, output in batch_sizes:
+        queue.push(request(batch, prefill=prefill, output=output))
+    largest = max(_cost(queue, request(batch, prefill=p, output=o)) for p, o in [*premium_sizes, *batch_sizes])
+    queue.push(request(premium, prefill=premium_sizes[0][0], output=premium_sizes[0][1]))
+    total = batch_cost = 0.0
+    for prefill, output in premium_sizes[1:]:
+        queue.push(request(premium, prefill=prefill, output=output))  # premium never runs dry
+        served = _serve_one(queue)
+        assert served is not None
+        total += _cost(queue, served)
+        batch_cost += _cost(queue, served) if served.tier is Tier.BATCH else 0.0
+        if not any(r.tier is Tier.BATCH for r in queue.queued()):
+            break
+        assert batch_cost >= share * total - largest
+
+
+def test_the_wait_bound_holds_for_the_head_of_the_batch_band() -> None:
+    """Equal costs c, share m: the batch head waits at most (Q + c) / m of dispatched cost, Q its
+    band's cost ahead of it (its own included): the bound in scheduling/fair_queue.py."""
+    share, cost = 0.1, 20.0  # prefill 10 + 2 x output 5
+    queue = FairQueue(min_share={Tier.BATCH: share})
+    premium, batch = tenant("p", Tier.PREMIUM), tenant("b", Tier.BATCH)
+    target = request(batch, prefill=10, output=5)
+    queue.push(target)
+    dispatched = 0.0
+    for _ in range(1000):
+        queue.push(request(premium, prefill=10, output=5))
+        served = _serve_one(queue)
+        assert served is not None
+        dispatched += cost
+        if served is target:
+            break
+    assert served is target and dispatched <= (cost + cost) / share
+
+
+def test_without_a_minimum_share_premium_load_starves_batch() -> None:
+    queue = FairQueue()
+    premium, batch = tenant("p", Tier.PREMIUM), tenant("b", Tier.BATCH)
+    queue.push(request(batch))
+    for _ in range(200):
+        queue.push(request(premium))
+        served = _serve_one(queue)
+        assert served is not None and served.tier is Tier.PREMIUM
+
+
+def test_a_band_that_empties_starts_its_share_afresh() -> None:
+    """Idle time banks no share: a band that comes back owes nothing for what it missed."""
+    queue = FairQueue(min_share={Tier.BATCH: 0.5})
+    premium, batch = tenant("p", Tier.PREMIUM), tenant("b", Tier.BATCH)
+    for _ in range(50):
+        queue.push(request(premium))
+        _serve_one(queue)
+    queue.push(request(batch))
+    queue.push(request(premium))
+    assert _serve_one(queue).tier is Tier.PREMIUM  # type: ignore[union-attr]
+    assert _serve_one(queue).tier is Tier.BATCH  # type: ignore[union-attr]
