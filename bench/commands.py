@@ -53,7 +53,7 @@ BENCHMARKS = (
 )
 STUDIES = tuple(Command(f"studies.{name}", f"bench.studies.{name}") for name in (
     "fit_cpu_worker", "served_cost", "served_ttft", "fidelity_real", "fidelity_report",
-    "stalls", "prefix_copy", "quantization", "engine_threads", "fleet_fairness"))
+    "stalls", "prefix_copy", "quantization", "engine_threads", "fleet_fairness", "journal_cost"))
 COMMANDS = {command.name: command for command in (*BENCHMARKS, *STUDIES)}
 
 

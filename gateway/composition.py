@@ -26,6 +26,7 @@ from gateway.catalog import ModelCatalog
 from gateway.dispatcher import Dispatcher
 from gateway.fair_share import FairShareSync
 from gateway.fleet_quotas import FleetQuotas
+from gateway.loop_lag import watch_loop_lag
 from gateway.metrics import GatewayMetrics
 from gateway.periodic import start_periodic, stop
 from gateway.replicas import ReplicasPoller, gate_views
@@ -117,7 +118,7 @@ async def running(setup: GatewaySetup, transport: TransportFactory, poll_interva
     settings, metrics = setup.settings, setup.metrics
     async with AsyncExitStack() as parts:
         gateway_id = new_gateway_id()
-        store = open_state_store(settings.state_store, settings.store_timeout_s)
+        store = open_state_store(settings.state_store, settings.store_timeout_s, settings.stream_journal_timeout_s)
         await store.start()
         parts.push_async_callback(store.close)
         workers = transport(setup.config, setup.addresses, poll_interval_s)
@@ -163,6 +164,8 @@ async def running(setup: GatewaySetup, transport: TransportFactory, poll_interva
         workers.on_refresh.append(dispatcher.refresh_workers)
         await dispatcher.start()
         parts.push_async_callback(dispatcher.close)
+        watch = asyncio.create_task(watch_loop_lag(metrics.event_loop_lag_s), name="loop-lag")
+        parts.push_async_callback(stop, watch)
         if shared is not None:
             fair_share = FairShareSync(scheduler, shared, gateway_id)
             task = start_periodic(fair_share.sync, settings.fair_share_interval_s, "fair-share")

@@ -9,6 +9,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 _LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 # Fine buckets (x1.25 from 1 ms to ~70 s) for the canary analysis, which compares p99s per version.
 VERSION_LATENCY_BUCKETS_S = tuple(round(0.001 * 1.25**i, 6) for i in range(51))
+# Fine around the 20 ms loop-lag target (gateway/loop_lag.py).
+LOOP_LAG_BUCKETS_S = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.0125, 0.015, 0.0175, 0.02, 0.025,
+                      0.03, 0.04, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5)
 
 
 @dataclass
@@ -21,6 +24,9 @@ class GatewayMetrics:
     def __post_init__(self) -> None:
         r = self.registry
         ttft_buckets_s = tuple(sorted(set(_LATENCY_BUCKETS_S) | {float(s) for s in self.ttft_objectives_s}))
+        self.event_loop_lag_s = Histogram("shunter_gateway_event_loop_lag_seconds",
+                                          "How late the event loop ran a timer due every 10 ms",
+                                          buckets=LOOP_LAG_BUCKETS_S, registry=r)
         self.requests = Counter("shunter_requests", "Requests by route, model and outcome",
                                 ["route", "model", "outcome"], registry=r)
         self.duration_s = Histogram("shunter_request_duration_seconds",

@@ -64,6 +64,9 @@ class GatewaySettings(StrictModel):
     worker_attempts: Annotated[int, Field(ge=1, le=10)] = 3
     # How long a streamed response stays resumable with Last-Event-ID after its last event.
     stream_retention_s: Annotated[float, Field(gt=0, le=86_400)] = 300.0
+    # A streamed event is sent once the Redis journal holds it; an append may take this long, then
+    # the stream goes on unrecorded (and cannot be resumed).
+    stream_journal_timeout_s: Annotated[float, Field(gt=0, le=60)] = 2.0
 
     @field_validator("state_store")
     @classmethod

@@ -41,7 +41,7 @@ from gateway.errors import (
 from gateway.outcomes import CANCELLED, COMPLETED, Ending
 from gateway.request_parameters import check_parameters
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, as_list
-from gateway.stream_journal import StreamEvents
+from gateway.stream_journal import Outgoing, StreamEvents
 from gateway.structured_output import response_grammar
 from gateway.transport.protocol import GenerationRequest, TextChunk, Transport
 from scheduling.prediction.prefix_reuse import PromptPrefixes
@@ -250,21 +250,29 @@ CHUNK_MAKERS: dict[str, Callable[[dict[str, Any], TextChunk], dict[str, Any]]] =
     "chat.completion.chunk": chat_chunk, "text_completion": completion_chunk}
 
 
-async def sse_stream(
+def sse_stream(
     gateway: Gateway, call: Call, context: RequestContext, first_chunk: dict[str, Any] | None,
     base: dict[str, Any], include_usage: bool, events: StreamEvents | None = None,
 ) -> AsyncIterator[ServerSentEvent]:
     """The SSE body of a streamed call: chunks (``CHUNK_MAKERS[base["object"]]``), optional usage,
-    ``[DONE]``; or an error event. Every event is numbered (and journaled) by ``events``. Ends the
-    call's ticket with the outcome and the tokens generated."""
-    make_chunk = CHUNK_MAKERS[base["object"]]
+    ``[DONE]``; or an error event. Every event is numbered by ``events`` and, with its journal, sent
+    once recorded (``StreamEvents.sent``). Ends the call's ticket with the outcome and the tokens
+    generated."""
     events = events or StreamEvents(call.request_id)
+    return events.sent(_stream_events(gateway, call, context, first_chunk, base, include_usage, events))
+
+
+async def _stream_events(
+    gateway: Gateway, call: Call, context: RequestContext, first_chunk: dict[str, Any] | None,
+    base: dict[str, Any], include_usage: bool, events: StreamEvents,
+) -> AsyncIterator[Outgoing]:
+    make_chunk = CHUNK_MAKERS[base["object"]]
     first_token_seen = False
     ending, generated = CANCELLED, 0
     pending_ids: tuple[int, ...] = ()  # ids of chunks that carried no event (no text): go with the next
     try:
         if first_chunk is not None:
-            yield await events.event(first_chunk)
+            yield events.event(first_chunk)
         async for chunk in call.chunks():
             generated = chunk.completion_tokens
             pending_ids += chunk.token_ids
@@ -275,22 +283,22 @@ async def sse_stream(
                                               call.ticket.dispatch.pool).observe(ttft_s)
                 context.ttft_s = ttft_s
             if chunk.text or chunk.finish_reason is not None:
-                yield await events.event(make_chunk(base, chunk), pending_ids)
+                yield events.event(make_chunk(base, chunk), pending_ids)
                 pending_ids = ()
             if chunk.finish_reason is not None:
                 record_tokens(gateway, call, chunk)
                 _observe_tpot(gateway, call, context, chunk.completion_tokens)
                 if include_usage:
-                    yield await events.event({**base, "choices": [], "usage": usage(chunk)})
+                    yield events.event({**base, "choices": [], "usage": usage(chunk)})
         ending = COMPLETED
-        yield await events.event("[DONE]", done=True)
+        yield events.event("[DONE]", done=True)
     except GatewayError as exc:
         ending = context.ending = exc.ending
-        yield await events.event(exc.body(), done=True)
+        yield events.event(exc.body(), done=True)
     except Exception:  # never cut a stream without telling the client why
         failure = UpstreamError(f"generation on model {call.model.name} failed")
         ending = context.ending = failure.ending
-        yield await events.event(failure.body(), done=True)
+        yield events.event(failure.body(), done=True)
     finally:
         if ending == CANCELLED:
             events.detach()

@@ -14,7 +14,8 @@ the state store, within ``stream_retention_s`` of the stream's last event: it ge
   (``GenerationRequest.continuation``), numbered on from the last event. Greedy and seeded
   generations (every generation gets a seed) go on exactly as the first would have.
 
-Another tenant's stream, or one whose journal expired, is 404 ``stream_not_found``. Two clients
+Another tenant's stream, one whose journal expired, or one whose recording failed (the journal
+gave up: ``ABANDONED``) is 404 ``stream_not_found``. Two clients
 that reconnect to a detached stream at the same moment may both continue it (the ownership lease
 is not a lock); each gets a whole stream.
 """
@@ -37,7 +38,7 @@ from gateway.errors import GatewayError, InvalidRequestError, NotFoundError, Una
 from gateway.outcomes import CANCELLED
 from gateway.routes.generation import Call, Progress, sse_stream
 from gateway.state_store.protocol import StoreUnavailable, StreamJournal
-from gateway.stream_journal import DETACHED, Journal, StreamEvents, event_id, parse_event_id
+from gateway.stream_journal import ABANDONED, DETACHED, Journal, Outgoing, StreamEvents, event_id, parse_event_id
 from gateway.transport.protocol import GenerationRequest
 from scheduling.tenants import Tenant
 from settings.stack import WorkloadKind
@@ -85,21 +86,35 @@ async def resume_stream(request: Request, tenant: Tenant, header: str) -> EventS
         raise NotFoundError(f"no stream {request_id} to resume (streams stay resumable for "
                             f"{gateway.settings.stream_retention_s:.0f} s after their last event)",
                             code="stream_not_found")
-    if after > journal.length:  # events are recorded before they are sent: recording failed
+    if after > journal.length or await _owner(gateway, request_id) == ABANDONED:  # its recording failed
         raise NotFoundError(f"stream {request_id} was recorded up to event {journal.length} only (the state "
-                            f"store failed while it was sent): it cannot be resumed after event {after}",
-                            code="stream_not_found")
+                            f"store failed while it was sent): it cannot be resumed", code="stream_not_found")
     request_context(request).model = orjson.loads(journal.context)["model"]
     gateway.metrics.stream_resumes.labels("client").inc()
     return event_stream(_follow(request, gateway, tenant, request_id, journal))
+
+
+async def _only(outgoing: Outgoing) -> AsyncIterator[Outgoing]:
+    yield outgoing
 
 
 async def _read(gateway: Gateway, request_id: str, after: int) -> StreamJournal | None:
     try:
         return await gateway.store.read_stream(request_id, after)
     except StoreUnavailable as exc:
-        raise UnavailableError("streams cannot be resumed while the state store is unavailable",
-                               code="state_store_unavailable", retry_after_s=1) from exc
+        raise _store_down() from exc
+
+
+async def _owner(gateway: Gateway, request_id: str) -> str | None:
+    try:
+        return await gateway.store.stream_owner(request_id)
+    except StoreUnavailable as exc:
+        raise _store_down() from exc
+
+
+def _store_down() -> UnavailableError:
+    return UnavailableError("streams cannot be resumed while the state store is unavailable",
+                            code="state_store_unavailable", retry_after_s=1)
 
 
 async def _follow(request: Request, gateway: Gateway, tenant: Tenant, request_id: str,
@@ -114,6 +129,8 @@ async def _follow(request: Request, gateway: Gateway, tenant: Tenant, request_id
             if journal.done:
                 return
             owner = await gateway.store.stream_owner(request_id)
+            if owner == ABANDONED:
+                raise NotFoundError(f"stream {request_id} stopped being recorded", code="stream_not_found")
             if owner is None or owner == DETACHED:
                 async for continued in _continue(request, gateway, tenant, request_id, journal):
                     yield continued
@@ -150,7 +167,8 @@ async def _continue(request: Request, gateway: Gateway, tenant: Tenant, request_
         ticket = await gateway.admission.admit(request, tenant, model, generation.prompt_tokens,
                                                generation.max_tokens)
     except GatewayError as exc:
-        yield await events.event(exc.body(), done=True)
+        async for refusal in events.sent(_only(events.event(exc.body(), done=True))):
+            yield refusal
         return
     call = Call(request_context(request).request_id, tenant, model, generation, context["base"]["created"], ticket,
                 gateway.transport, redispatch=gateway.dispatcher.redispatch,

@@ -30,7 +30,12 @@ gateways added since this gateway's previous call; this object remembers per gat
 saw, so the first call (after a start) returns the others' whole totals so far, and a fleet whose
 totals expired starts again from zero.
 
-Availability: each call is bounded by ``timeout_s`` (socket timeouts, no client retries, and
+Stream calls (``open_stream``, ``append_stream``, ``read_stream``, ``set_stream_owner``,
+``stream_owner``) go on their own connections, bounded by ``journal_timeout_s`` (longer: a
+stream's events wait for them, ``gateway/stream_journal.py``, and a reconnect reads them); a failed
+one raises ``StoreUnavailable`` but neither marks the store unavailable nor waits for a probe.
+
+Availability: every other call is bounded by ``timeout_s`` (socket timeouts, no client retries, and
 ``asyncio.timeout`` around the whole call). A connection error, a timeout or any other Redis
 error marks the store unavailable and raises ``StoreUnavailable`` (no Redis exception escapes);
 while unavailable, calls raise at once without touching the network, except that at most one
@@ -123,9 +128,12 @@ class RedisStateStore:
     """See the module docstring."""
 
     def __init__(self, url: str, timeout_s: float = 0.25, retry_interval_s: float = 1.0,
-                 prefix: str = "shunter:") -> None:
+                 prefix: str = "shunter:", journal_timeout_s: float = 2.0) -> None:
         self._client = Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
                                       retry=Retry(NoBackoff(), 0))
+        self._journal_client = Redis.from_url(url, socket_timeout=journal_timeout_s,
+                                              socket_connect_timeout=journal_timeout_s, retry=Retry(NoBackoff(), 0))
+        self._journal_timeout_s = journal_timeout_s
         self._name = redacted(url)
         self._timeout_s = timeout_s
         self._retry_interval_s = retry_interval_s
@@ -154,10 +162,11 @@ class RedisStateStore:
             await self._call(self._client.ping)
 
     async def close(self) -> None:
-        try:
-            await self._client.aclose()
-        except (RedisError, OSError) as exc:
-            log.debug("closing %s: %r", self._name, exc)
+        for client in (self._client, self._journal_client):
+            try:
+                await client.aclose()
+            except (RedisError, OSError) as exc:
+                log.debug("closing %s: %r", self._name, exc)
 
     async def _call(self, operation: Callable[[], Awaitable[T]]) -> T:
         """Run one bounded operation; see the module docstring's availability rules."""
@@ -180,6 +189,14 @@ class RedisStateStore:
             self._healthy = True
             log.warning("state store %s available again", self._name)
         return result
+
+    async def _journal_call(self, operation: Callable[[Redis], Awaitable[T]]) -> T:
+        """One stream call on the journal's connections, bounded by ``journal_timeout_s``."""
+        try:
+            async with asyncio.timeout(self._journal_timeout_s):
+                return await operation(self._journal_client)
+        except (RedisError, OSError, TimeoutError) as exc:
+            raise StoreUnavailable(f"state store {self._name} did not record a stream journal: {exc!r}") from exc
 
     def _key(self, *parts: str) -> str:
         return self._prefix + ":".join(parts)
@@ -309,10 +326,10 @@ class RedisStateStore:
     # streams and retries
 
     async def set_stream_owner(self, request_id: str, gateway: str, ttl_s: float) -> None:
-        await self._call(lambda: self._client.set(self._key("stream", request_id), gateway, px=_ms(ttl_s)))
+        await self._journal_call(lambda client: client.set(self._key("stream", request_id), gateway, px=_ms(ttl_s)))
 
     async def stream_owner(self, request_id: str) -> str | None:
-        owner = await self._call(lambda: self._client.get(self._key("stream", request_id)))
+        owner = await self._journal_call(lambda client: client.get(self._key("stream", request_id)))
         return _text(owner) if owner is not None else None
 
     async def note_attempt(self, request_id: str, ttl_s: float) -> int:
@@ -332,21 +349,21 @@ class RedisStateStore:
     async def open_stream(self, request_id: str, tenant: str, context: bytes, ttl_s: float) -> None:
         meta, events, ttl_ms = self._key("sse", request_id), self._key("sse", request_id, "events"), _ms(ttl_s)
 
-        async def write() -> None:
-            pipe = self._client.pipeline(transaction=True)
+        async def write(client: Redis) -> None:
+            pipe = client.pipeline(transaction=True)
             pipe.hset(meta, mapping={"tenant": tenant, "context": context, "done": 0})
             pipe.pexpire(meta, ttl_ms)
             pipe.pexpire(events, ttl_ms)
             await pipe.execute()
 
-        await self._call(write)
+        await self._journal_call(write)
 
     async def append_stream(self, request_id: str, events: Sequence[StreamEvent], done: bool,
                             ttl_s: float) -> None:
         meta, listed, ttl_ms = self._key("sse", request_id), self._key("sse", request_id, "events"), _ms(ttl_s)
 
-        async def write() -> None:  # one round trip; events of a journal never opened expire unread
-            pipe = self._client.pipeline(transaction=True)
+        async def write(client: Redis) -> None:  # one round trip; events of a journal never opened expire unread
+            pipe = client.pipeline(transaction=True)
             if events:
                 pipe.rpush(listed, *(orjson.dumps([e.seq, e.data, list(e.token_ids)]) for e in events))
             if done:
@@ -355,13 +372,13 @@ class RedisStateStore:
             pipe.pexpire(listed, ttl_ms)
             await pipe.execute()
 
-        await self._call(write)
+        await self._journal_call(write)
 
     async def read_stream(self, request_id: str, after: int) -> StreamJournal | None:
         meta, listed = self._key("sse", request_id), self._key("sse", request_id, "events")
 
-        async def read() -> StreamJournal | None:
-            pipe = self._client.pipeline(transaction=True)
+        async def read(client: Redis) -> StreamJournal | None:
+            pipe = client.pipeline(transaction=True)
             pipe.hgetall(meta)
             pipe.lrange(listed, 0, -1)
             fields, raw_events = await pipe.execute()
@@ -380,4 +397,4 @@ class RedisStateStore:
                                  tuple(int(t) for _, _, ids in parsed for t in ids), len(parsed),
                                  _text(values["done"]) == "1")
 
-        return await self._call(read)
+        return await self._journal_call(read)
