@@ -94,10 +94,11 @@ def test_constant_noisy_load_does_not_flap(base: float, noise: float, seed: int)
     cfg = config([target(min_replicas=1, max_replicas=100)])
     ticks = [(load(base * PER_REPLICA * (1 + rng.uniform(-noise, noise)),
                    queue_wait_p95_s=rng.uniform(0.0, 1.5)), PoolSignals(KEY, ready=1)) for _ in range(240)]
-    decisions = _run(cfg, ticks)[2:]  # after reaching the load
-    moves = [d.desired - d.current for d in decisions if d.desired != d.current]
-    reversals = sum(1 for a, b in itertools.pairwise(moves) if (a > 0) != (b > 0))
-    assert reversals <= 1 and len(moves) <= 3
+    moves = [d.desired - d.current for d in _run(cfg, ticks) if d.desired != d.current]
+    climb = next((i for i, move in enumerate(moves) if move < 0), len(moves))  # reaching the load: step limits
+    settled = moves[climb:]  # from 1 replica to ~25 takes several steps (max_up_factor, max_up_replicas)
+    reversals = sum(1 for a, b in itertools.pairwise(settled) if (a > 0) != (b > 0))
+    assert reversals <= 1 and len(settled) <= 2
 
 
 def test_override_lifts_above_the_cap_and_expires_on_time() -> None:
