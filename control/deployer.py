@@ -86,12 +86,7 @@ class Deployer:
         for pool in self.config.pools:
             if model not in pool.models:
                 continue
-            profile = self.profiles.get(pool.profile_name)
-            if profile is None:
-                reason = (None if not needs.gpu_types or pool.gpu_type in needs.gpu_types
-                          else f"needs a GPU of {sorted(needs.gpu_types)}, is {pool.gpu_type}")
-            else:
-                reason = needs.unmet_by(profile)
+            reason = needs.unmet_by(pool.gpu_type, self.profiles.get(pool.profile_name))
             if reason is None:
                 return
             reasons.append(f"pool {pool.name}: {reason}")

@@ -28,7 +28,7 @@ from sse_starlette import ServerSentEvent
 
 from gateway.admission import client_gone
 from gateway.composition import Gateway
-from gateway.context import RequestContext
+from gateway.context import RequestContext, request_context
 from gateway.dispatcher import Ticket
 from gateway.errors import (
     ClientClosedError,
@@ -182,13 +182,16 @@ def usage(chunk: TextChunk) -> dict[str, int]:
             "total_tokens": chunk.prompt_tokens + chunk.completion_tokens}
 
 
-async def collect(gateway: Gateway, call: Call) -> tuple[str, TextChunk]:
-    """Run a call to completion; return the whole text and the final chunk. Ends the call's ticket."""
+async def collect(gateway: Gateway, call: Call, context: RequestContext | None = None) -> tuple[str, TextChunk]:
+    """Run a call to completion; return the whole text and the final chunk. Ends the call's ticket.
+    With ``context``, the first token's time is observed as for a stream (TTFT, access log)."""
     parts: list[str] = []
     last: TextChunk | None = None
     ending: Ending = CANCELLED
     try:
         async for chunk in call.chunks():
+            if chunk.text and context is not None and context.ttft_s is None:
+                observe_first_token(gateway, call, context)
             parts.append(chunk.text)
             last = chunk
         if last is None or last.finish_reason is None:
@@ -205,7 +208,7 @@ async def collect(gateway: Gateway, call: Call) -> tuple[str, TextChunk]:
 
 async def collect_unless_gone(http_request: HttpRequest, gateway: Gateway, call: Call) -> tuple[str, TextChunk]:
     """``collect``, cancelled (and the Triton request with it) when the client disconnects."""
-    task = asyncio.ensure_future(collect(gateway, call))
+    task = asyncio.ensure_future(collect(gateway, call, request_context(http_request)))
     gone = asyncio.ensure_future(client_gone(http_request.receive))
     try:
         racing: set[asyncio.Future[Any]] = {task, gone}
@@ -225,6 +228,13 @@ def record_tokens(gateway: Gateway, call: Call, last: TextChunk) -> None:
     tokens = gateway.metrics.tokens
     tokens.labels(call.tenant.name, call.model.name, "prompt").inc(last.prompt_tokens)
     tokens.labels(call.tenant.name, call.model.name, "completion").inc(last.completion_tokens)
+
+
+def observe_first_token(gateway: Gateway, call: Call, context: RequestContext) -> None:
+    """The call's first output token arrived now: the TTFT histogram and the request's context."""
+    ttft_s = gateway.dispatcher.clock() - call.ticket.request.arrival_s
+    gateway.metrics.ttft_s.labels(call.model.name, call.tenant.tier.value, call.ticket.dispatch.pool).observe(ttft_s)
+    context.ttft_s = ttft_s
 
 
 def _observe_tpot(gateway: Gateway, call: Call, context: RequestContext, generated: int) -> None:
@@ -278,10 +288,7 @@ async def _stream_events(
             pending_ids += chunk.token_ids
             if chunk.text and not first_token_seen:
                 first_token_seen = True
-                ttft_s = gateway.dispatcher.clock() - call.ticket.request.arrival_s
-                gateway.metrics.ttft_s.labels(call.model.name, call.tenant.tier.value,
-                                              call.ticket.dispatch.pool).observe(ttft_s)
-                context.ttft_s = ttft_s
+                observe_first_token(gateway, call, context)
             if chunk.text or chunk.finish_reason is not None:
                 yield events.event(make_chunk(base, chunk), pending_ids)
                 pending_ids = ()
