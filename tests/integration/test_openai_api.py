@@ -62,7 +62,7 @@ def test_json_schema_answers_sampled_at_temperature_one_all_parse_and_validate(s
         return response.choices[0].message.content or ""
 
     with ThreadPoolExecutor(max_workers=8) as pool:
-        answers = [json.loads(text) for text in pool.map(ask, range(50))]
+        answers = [json.loads(text) for text in pool.map(ask, range(24))]  # CI time: 24 samples
     assert all(set(a) == {"city", "population"} and isinstance(a["population"], int) for a in answers)
     assert len({json.dumps(a) for a in answers}) > 5  # sampled, not one greedy answer
 
